@@ -1,0 +1,1 @@
+"""Subcommands of ``python -m explainer``; each module is discovered by ``explainer.cli``."""

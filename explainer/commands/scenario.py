@@ -1,0 +1,26 @@
+"""``python -m explainer scenario NAME [--backend inprocess|processes] [--json]``."""
+
+import json
+
+from explainer import scenario as scenarios
+
+HELP = "run a named scenario (pp1, pp2-pre-fix, ..., comm-inter-node-fixed) and report its outcome"
+
+
+def configure(parser):
+    parser.add_argument("name", nargs="?", help="scenario name; omit to list them")
+    parser.add_argument("--backend", default="inprocess", help="inprocess (default) or processes")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args):
+    if not args.name:
+        for name, summary in scenarios.available().items():
+            print(f"{name:26s} {summary}")
+        return 0
+    result = scenarios.run(args.name, backend=args.backend)
+    if args.json:
+        print(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        print(result.summary or json.dumps(result.to_json(), indent=2, sort_keys=True))
+    return 0

@@ -1,0 +1,18 @@
+"""``python -m explainer version``."""
+
+import torch
+
+import explainer
+
+HELP = "print the package, torch and Python versions"
+
+
+def configure(parser):
+    pass
+
+
+def run(args):
+    import platform
+
+    print(f"explainer {explainer.__version__}  torch {torch.__version__}  python {platform.python_version()}")
+    return 0

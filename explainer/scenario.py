@@ -1,0 +1,84 @@
+"""Named scenarios: every story a notebook tells, runnable by anyone (DESIGN contract 3).
+
+``python -m explainer scenario NAME [--backend inprocess|processes] [--json]``
+
+A scenario module registers functions with ``@scenario("name", summary=...)``; each takes
+``backend`` and returns a ``ScenarioResult``. PP scenarios live in ``pp_scenarios.py``, the
+communicator ones in ``comm_scenarios.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from explainer.errors import UsageError
+
+OUTCOMES = ("ok", "startup-rejected", "warmup-crash", "runtime-error", "diverged")
+BACKENDS = ("inprocess", "processes")
+SCENARIO_NAMES = (
+    "pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync",
+    "comm-same-node", "comm-inter-node-pre-fix", "comm-inter-node-fixed",
+)
+_MODULES = ("explainer.pp_scenarios", "explainer.comm_scenarios")
+_REGISTRY: dict[str, tuple[Callable[..., "ScenarioResult"], str]] = {}
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    pp_size: int
+    backend: str
+    outcome: str
+    error: dict | None = None                 # {"type": ..., "message": ...}
+    processes_started: int = 0
+    output_text: str | None = None
+    first_divergence: dict | None = None      # {"step", "rank", "fields", ...}
+    bytes_per_step: dict[str, int] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)   # scenario-specific extras
+    summary: str = ""                         # readable per-rank summary (non-JSON output)
+    trace: Any = dataclasses.field(default=None, repr=False, compare=False)  # explainer.trace.Trace
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(dataclasses.replace(self, trace=None))
+        data.pop("trace")
+        data.pop("summary")
+        return data
+
+
+def scenario(name: str, summary: str):
+    """Register a scenario function ``fn(backend: str) -> ScenarioResult``."""
+    def wrap(fn):
+        _REGISTRY[name] = (fn, summary)
+        return fn
+    return wrap
+
+
+def _load_all() -> None:
+    for mod in _MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+def available() -> dict[str, str]:
+    _load_all()
+    return {name: _REGISTRY[name][1] for name in SCENARIO_NAMES if name in _REGISTRY}
+
+
+def run(name: str, backend: str = "inprocess") -> ScenarioResult:
+    _load_all()
+    if name not in _REGISTRY:
+        known = ", ".join(available()) or "(none registered)"
+        raise UsageError(f"unknown scenario {name!r}; known scenarios: {known}")
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; accepted: {', '.join(BACKENDS)}")
+    return _REGISTRY[name][0](backend)
