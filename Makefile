@@ -10,7 +10,7 @@ lab: setup-lab
 
 test: setup-test
 	$(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
-	$(PY) -m pytest -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg notebooks
+	$(PY) -m pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks
 
 setup-lab:
 	scripts/setup.sh lab

@@ -36,11 +36,25 @@ stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | sha1sum | c
 if [ ! -f "$stamp" ]; then
   [ -x $VENV/bin/python ] || $PY -m venv $VENV
   # torch first and pinned: the CPU wheel of exactly this version is on the machine's disk.
-  $VENV/bin/pip install -q --disable-pip-version-check torch==2.13.0
+  log=$(mktemp)
+  pip_q() { $VENV/bin/pip install -q --disable-pip-version-check "$@" >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; exit 1; }; }
+  pip_q torch==2.13.0
   if [ "$want" = test ]; then extras="test,hf,notebooks"; else extras="notebooks"; fi
-  $VENV/bin/pip install -q --disable-pip-version-check -e ".[$extras]"
+  pip_q -e ".[$extras]"
+  rm -f "$log"
   $VENV/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   rm -f $VENV/.explainer-$want-*
   touch "$stamp"
+fi
+# Static-HTML export of notebooks (browser test): the widget html-manager and require.js, from the npm registry.
+js=$VENV/share/explainer-js
+if [ "$want" = test ] && [ ! -f $js/dist/embed-amd.js ]; then
+  command -v npm >/dev/null 2>&1 || apt_install npm npm
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 >/dev/null </dev/null \
+     && tar xzf jupyter-widgets-html-manager-1.0.15.tgz && mkdir -p req && tar xzf requirejs-2.3.8.tgz -C req) \
+    || { echo "setup: npm pack of @jupyter-widgets/html-manager failed" >&2; rm -rf "$tmp"; exit 1; }
+  mkdir -p $js && cp -r "$tmp/package/dist" $js/ && cp "$tmp/req/package/require.js" $js/
+  rm -rf "$tmp"
 fi
 echo "setup: ready ($want): $($VENV/bin/python -m explainer version)"
