@@ -1,0 +1,161 @@
+"""Engine configuration and the startup check (vLLM ``config/vllm.py`` + ``config/model.py``).
+
+``EngineConfig.__post_init__`` runs in vLLM's order, before any rank, runner, group or process exists:
+
+1. plain values (types and ranges: ``UsageError`` naming the value and the accepted range);
+2. the model-specific hook (vLLM ``DiffusionGemmaModelForBlockDiffusionConfig.verify_and_update_config``):
+   ``attention_backend="flashinfer"`` -> vLLM's ``ValueError``; defaults for canvas length, denoising
+   steps, ``max_num_seqs`` (8) and the sampler from the checkpoint's config and generation config;
+3. ``verify_with_parallel_config`` (vLLM ``ModelConfig.verify_with_parallel_config``): PP > 1 on a model
+   whose class does not implement ``SupportsPP`` raises ``PipelineParallelNotSupportedError`` with vLLM's
+   message; then the stage count must not exceed the layer count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from explainer.errors import UsageError
+from explainer.registry import DEFAULT_MODEL, ModelRegistry
+
+PP_MODES = ("generic", "generic-int64", "state-sync")
+EXECUTOR_BACKENDS = ("inprocess", "processes")
+ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER")
+DEFAULT_MAX_NUM_SEQS = 8   # vLLM lowers max_num_seqs to 8 for DiffusionGemma when the user did not set it
+
+PP_NOT_SUPPORTED_MESSAGE = ("Pipeline parallelism is not supported for this model. "
+                            "Supported models implement the `SupportsPP` interface.")
+FLASHINFER_MESSAGE = ("FlashInfer does not support DiffusionGemma's mixed causal/bidirectional attention. "
+                      "Use --attention-backend FLASH_ATTN or TRITON_ATTN instead.")
+
+
+class PipelineParallelNotSupportedError(NotImplementedError, ValueError):
+    """vLLM's code raises ``NotImplementedError``; PR #45828's text says ``ValueError``: this is both."""
+
+
+@lru_cache(maxsize=1)
+def checkpoint_metadata() -> dict:
+    """The shipped checkpoint's config + generation config (a small JSON read, no weights)."""
+    from explainer.model import metadata
+    return metadata()
+
+
+@dataclass
+class EngineConfig:
+    model: str = DEFAULT_MODEL
+    pipeline_parallel_size: int = 1
+    canvas_length: int | None = None          # None: the checkpoint's canvas length
+    max_denoising_steps: int | None = None    # None: generation config, else 48
+    max_num_seqs: int | None = None           # None: 8
+    seed: int = 0
+    pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
+    attention_backend: str | None = None
+    distributed_executor_backend: str = "inprocess"
+    warmup: bool = True
+    entropy_bound: float | None = None        # sampler settings; None: the generation config
+    t_min: float | None = None
+    t_max: float | None = None
+    stability_threshold: int | None = None
+    confidence_threshold: float | None = None
+
+    def __post_init__(self):
+        self._verify_values()
+        self._verify_and_update_model_config()
+        self.verify_with_parallel_config()
+
+    # 1. plain values
+    def _verify_values(self) -> None:
+        ModelRegistry.resolve_model_cls(self.model)          # unknown name -> UsageError listing known
+        _int_at_least("pipeline_parallel_size", self.pipeline_parallel_size, 1)
+        for name in ("canvas_length", "max_denoising_steps", "max_num_seqs"):
+            if getattr(self, name) is not None:
+                _int_at_least(name, getattr(self, name), 1)
+        _int_at_least("seed", self.seed, 0)
+        _one_of("pp_mode", self.pp_mode, PP_MODES)
+        _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
+        if self.attention_backend is not None:
+            _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
+        if self.entropy_bound is not None and not (_number(self.entropy_bound) and self.entropy_bound > 0):
+            raise UsageError(f"entropy_bound must be a positive float (got {self.entropy_bound!r})")
+        for name in ("t_min", "t_max"):
+            if getattr(self, name) is not None and not (_number(getattr(self, name)) and getattr(self, name) >= 0):
+                raise UsageError(f"{name}={getattr(self, name)!r}: must be a finite number >= 0")
+        if self.stability_threshold is not None:
+            _int_at_least("stability_threshold", self.stability_threshold, 0)
+        if self.confidence_threshold is not None and not (
+                _number(self.confidence_threshold) and self.confidence_threshold > 0):
+            raise UsageError(f"confidence_threshold={self.confidence_threshold!r}: must be a number > 0")
+
+    # 2. the model-specific hook (runs before the PP check, as in VllmConfig.__post_init__)
+    def _verify_and_update_model_config(self) -> None:
+        if self.attention_backend is not None and str(self.attention_backend).upper() == "FLASHINFER":
+            raise ValueError(FLASHINFER_MESSAGE)
+        meta = checkpoint_metadata()
+        gen = meta.get("generation_config", {})
+        if self.canvas_length is None:
+            self.canvas_length = int(meta["config"]["canvas_length"])
+        if self.max_denoising_steps is None:
+            self.max_denoising_steps = int(gen.get("max_denoising_steps") or 48)
+        if self.max_num_seqs is None:
+            self.max_num_seqs = DEFAULT_MAX_NUM_SEQS
+        defaults = {"entropy_bound": 0.1, "t_min": 0.4, "t_max": 0.8, "stability_threshold": 1,
+                    "confidence_threshold": 0.005}
+        for name, fallback in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, gen.get(name, fallback))
+        if not self.t_max > self.t_min:
+            raise UsageError(f"t_max={self.t_max!r} must be > t_min={self.t_min!r} (accepted: 0 <= t_min < t_max)")
+
+    # 3. vLLM ModelConfig.verify_with_parallel_config
+    def verify_with_parallel_config(self) -> None:
+        pp = self.pipeline_parallel_size
+        if pp > 1 and not ModelRegistry.is_pp_supported_model(self.model):
+            raise PipelineParallelNotSupportedError(PP_NOT_SUPPORTED_MESSAGE)
+        layers = self.num_hidden_layers
+        if pp > layers:
+            raise UsageError(f"pipeline_parallel_size={pp} gives more stages than the model's {layers} layers; "
+                             f"accepted: 1..{layers}")
+
+    # --- derived ---
+    @property
+    def model_config(self) -> dict:
+        return checkpoint_metadata()["config"]
+
+    @property
+    def num_hidden_layers(self) -> int:
+        return int(self.model_config["num_hidden_layers"])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model_config["vocab_size"])
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model_config["hidden_size"])
+
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.model_config["eos_token_id"])
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """vLLM reuses the spec-decode path: one step schedules ``canvas_length`` draft tokens."""
+        return self.canvas_length
+
+
+def _int_at_least(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be an integer >= {low}, got {value!r} ({type(value).__name__})")
+    if value < low:
+        raise UsageError(f"{name}={value} is out of range; accepted: integers >= {low}")
+
+
+def _one_of(name: str, value, accepted: tuple) -> None:
+    if value not in accepted:
+        raise UsageError(f"{name}={value!r} is not accepted; accepted: {', '.join(accepted)}")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
