@@ -233,6 +233,8 @@ def _positive_int(name: str, value) -> None:
 def _token_ids(name: str, value, vocab: int) -> list[int] | None:
     if value is None:
         return None
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
     ids = [value] if isinstance(value, int) else list(value)
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab:

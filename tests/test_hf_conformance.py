@@ -169,6 +169,18 @@ def test_canvas_length_16(model):
     assert torch.equal(ours, theirs)
 
 
+def test_defaults_come_from_generation_configs():
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import DiffusionGemmaGenerationConfig
+    fresh = build_tiny()
+    fresh.generation_config.max_denoising_steps = 5       # model default
+    fresh.generation_config.max_new_tokens = 16
+    ours, theirs = both(fresh, PROMPTS[:2], 4)
+    assert theirs.shape == (2, 21) and torch.equal(ours, theirs)
+    cfg = DiffusionGemmaGenerationConfig(max_new_tokens=8, max_denoising_steps=3, t_min=0.1, t_max=0.3)
+    ours, theirs = both(fresh, PROMPTS[:2], 4, generation_config=cfg, eos_token_id=torch.tensor([2, 3]))
+    assert theirs.shape == (2, 13) and torch.equal(ours, theirs)
+
+
 def test_unknown_kwarg_rejected(model):
     with pytest.raises(UsageError, match="do_sample"):
         hf.generate(model, PROMPTS[:1], do_sample=True)
