@@ -1,0 +1,300 @@
+"""Canvas sampler -> HTML strings: one frame per denoising step (and per commit) of a recorded generation.
+
+Pure functions over ``explainer.sampler.StepRecorder`` records; no widgets, no model. Every frame is
+self-contained (its own scoped ``<style>`` and legend), so a ``Stack`` of frames also works in a static
+HTML export. Canvas and step numbers shown (and used in element ids) are 1-based; ``cur_step`` counts
+down from ``max_denoising_steps`` as in HF.
+
+Cell states (CSS class on each ``.xp-cell``):
+    xp-accepted   next canvas keeps the sampled candidate (entropy-bound acceptance)
+    xp-renoised   next canvas gets a fresh uniform random token
+    xp-committed  the argmax draft a canvas commits (last step, and the commit frame)
+    xp-draft      the argmax draft on an earlier step (staged, not committed)
+    xp-input      the canvas the decoder saw;  xp-prefix: prompt / committed canvases
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Mapping, Sequence
+
+import torch
+
+from explainer.sampler import CanvasRecord, StepRecord, StepRecorder, linear_temperature
+
+__all__ = ["Glyphs", "CSS", "legend", "render_step", "render_commit", "render_summary", "render_temperatures",
+           "canvas_frames"]
+
+DEFAULTS = dict(max_denoising_steps=48, entropy_bound=0.1, t_min=0.4, t_max=0.8, stability_threshold=1,
+                confidence_threshold=0.005, eos_token_id=None, pad_token_id=None)
+
+CSS = """<style>
+.xp-frame{font:13px/1.35 system-ui,sans-serif;color:#222;max-width:760px}
+.xp-frame .xp-head{font-weight:600;margin:2px 0 6px}
+.xp-frame .xp-cell{display:inline-block;min-width:1.6em;padding:2px 3px;margin:1px;text-align:center;
+ font:14px/1.2 ui-monospace,monospace;border:1px solid #bbb;border-radius:3px;background:#fff;white-space:pre}
+.xp-frame .xp-input{background:#f4f4f4;color:#555}
+.xp-frame .xp-candidate{background:#fff;color:#555;font-style:italic}
+.xp-frame .xp-accepted{background:#c8e6c9;border-color:#2e7d32;color:#1b5e20}
+.xp-frame .xp-renoised{background:#ffe0b2;border:1px dashed #e65100;color:#8d6e63}
+.xp-frame .xp-draft{background:#fff;border-style:dotted;color:#444}
+.xp-frame .xp-committed{background:#bbdefb;border:2px solid #1565c0;color:#0d47a1;font-weight:700}
+.xp-frame .xp-prefix{background:#ede7f6;border-color:#9575cd;color:#311b92}
+.xp-frame .xp-pad{color:#aaa}
+.xp-frame .xp-block{display:inline-block;margin-right:8px;padding:1px;border-bottom:2px solid #9575cd}
+.xp-frame table.xp-grid{border-collapse:collapse;margin:4px 0}
+.xp-frame table.xp-grid th{text-align:right;font-weight:400;color:#555;padding:0 8px 0 0;white-space:nowrap}
+.xp-frame table.xp-grid td{padding:0;text-align:center}
+.xp-frame .xp-pos{font-size:11px;color:#888}
+.xp-frame .xp-bar{width:2.2em;height:6px;background:#eee;margin:1px auto;border-radius:2px}
+.xp-frame .xp-bar>div{height:6px;background:#7e57c2;border-radius:2px}
+.xp-frame .xp-h{font-size:10px;color:#666}
+.xp-frame .xp-stop{margin:6px 0;padding:4px 6px;background:#fafafa;border-left:3px solid #999}
+.xp-frame .xp-yes{color:#2e7d32;font-weight:600}.xp-frame .xp-no{color:#c62828;font-weight:600}
+.xp-frame .xp-legend{font-size:12px;color:#555;margin-top:6px}
+.xp-frame .xp-legend .xp-cell{font-size:11px;min-width:1.2em}
+.xp-frame table.xp-summary{border-collapse:collapse}
+.xp-frame table.xp-summary td,.xp-frame table.xp-summary th{border:1px solid #ddd;padding:2px 6px;text-align:left}
+</style>"""
+
+
+def _ids(value) -> set[int]:
+    if value is None:
+        return set()
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    return {int(value)} if isinstance(value, int) else {int(v) for v in value}
+
+
+class Glyphs:
+    """Token id -> short display text (unescaped): the vocabulary's string, ``␣`` for a space,
+    ``·`` for pad and ``⏎`` for end of text; the id itself when no vocabulary is given."""
+
+    def __init__(self, vocab: Sequence[str] | None = None, pad_token_id=None, eos_token_id=None):
+        self.vocab, self.pad, self.eos = vocab, _ids(pad_token_id), _ids(eos_token_id)
+
+    def __call__(self, token: int) -> str:
+        token = int(token)
+        if token in self.eos:
+            return "⏎"
+        if token in self.pad:
+            return "·"
+        if self.vocab is None or not 0 <= token < len(self.vocab):
+            return str(token)
+        text = self.vocab[token]
+        return "␣" if text == " " else text
+
+    def text(self, tokens) -> str:
+        """Readable string of a token row (special glyphs kept)."""
+        return "".join(self(t) for t in tokens)
+
+
+def _cell(glyphs: Glyphs, token: int, state: str, title: str = "") -> str:
+    extra = " xp-pad" if int(token) in glyphs.pad else ""
+    tip = f"id {int(token)}" + (f" · {title}" if title else "")
+    return f'<span class="xp-cell xp-{state}{extra}" title="{escape(tip)}">{escape(glyphs(token))}</span>'
+
+
+def legend(fid: str = "xp") -> str:
+    """The legend every frame carries."""
+    items = [("prefix", "a", "prompt / committed canvases (in the KV cache)"),
+             ("input", "a", "canvas the decoder saw"),
+             ("accepted", "a", "accepted: keeps the sampled candidate"),
+             ("renoised", "a", "renoised: fresh uniform random token"),
+             ("draft", "a", "argmax draft (staged)"),
+             ("committed", "a", "committed argmax (last step)")]
+    swatches = " ".join(f'<span class="xp-cell xp-{c}">{g}</span> {escape(t)}' for c, g, t in items)
+    return (f'<div class="xp-legend" id="{fid}-legend"><b>legend</b> {swatches}<br>'
+            '<span class="xp-cell">␣</span> space <span class="xp-cell xp-pad">·</span> pad '
+            '<span class="xp-cell">⏎</span> end of text; bar = entropy of the processed logits '
+            '(full bar = ln V, a uniform guess)</div>')
+
+
+def _prefix(glyphs: Glyphs, prompt: Sequence[int], committed: Sequence[Sequence[int]], fid: str) -> str:
+    blocks = ['<span class="xp-block" title="prompt">' + "".join(_cell(glyphs, t, "prefix", "prompt")
+                                                                for t in prompt) + "</span>"]
+    for k, canvas in enumerate(committed, 1):
+        blocks.append(f'<span class="xp-block" title="canvas {k}">'
+                      + "".join(_cell(glyphs, t, "prefix", f"canvas {k}") for t in canvas) + "</span>")
+    return (f'<div class="xp-prefix-row" id="{fid}-prefix">committed prefix ({len(prompt)} prompt token'
+            f'{"s" if len(prompt) != 1 else ""} + {len(committed)} canvas{"es" if len(committed) != 1 else ""}, '
+            f'encoded causally into the KV cache): {"".join(blocks)}</div>')
+
+
+def _row(label: str, cells: list[str], cls: str) -> str:
+    return f'<tr class="{cls}"><th>{escape(label)}</th>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _yes(flag: bool) -> str:
+    return '<span class="xp-yes">yes</span>' if flag else '<span class="xp-no">no</span>'
+
+
+def _stop_line(rec: StepRecord, row: int, cfg: Mapping, frozen_before: bool, last: bool) -> str:
+    mean_h = float(rec.entropy[row].mean())
+    n_acc, length = int(rec.accepted[row].sum()), rec.accepted.shape[-1]
+    parts = [f"accepted {n_acc} of {length} (entropy bound {cfg['entropy_bound']:g})"]
+    if rec.stable is None:
+        parts.append("adaptive stopping off")
+        verdict = "step budget used up → commit the argmax draft" if last else "continue"
+    else:
+        s = cfg["stability_threshold"]
+        same = "the previous step's draft" if s == 1 else f"each of the last {s} drafts"
+        parts.append(f"stable {_yes(bool(rec.stable[row]))} (argmax equals {same})")
+        parts.append(f"confident {_yes(bool(rec.confident[row]))} (mean entropy {mean_h:.4f} "
+                     f"{'&lt;' if mean_h < cfg['confidence_threshold'] else '≥'} {cfg['confidence_threshold']:g})")
+        if frozen_before:
+            verdict = "row already finished: frozen"
+        elif bool(rec.finished[row]):
+            verdict = "stable and confident → stop, commit the argmax draft"
+        elif last:
+            verdict = "step budget used up → commit the argmax draft"
+        else:
+            verdict = "continue"
+    return f"{' · '.join(parts)} → <b>{verdict}</b>"
+
+
+def render_step(rec: StepRecord, *, step_number: int, prompt: Sequence[int], committed: Sequence[Sequence[int]] = (),
+                glyphs: Glyphs | None = None, config: Mapping | None = None, row: int = 0, last: bool = False,
+                frozen_before: bool = False, num_canvases: int | None = None) -> str:
+    """HTML of one denoising step for batch row ``row``: prefix, decoder input, next canvas (accepted /
+    renoised), argmax draft (committed if ``last``), per-position entropy bars, temperature, stop check."""
+    cfg = {**DEFAULTS, **(config or {})}
+    glyphs = glyphs or Glyphs(None, cfg["pad_token_id"], cfg["eos_token_id"])
+    k, fid = rec.canvas_index + 1, f"xp-c{rec.canvas_index + 1}-s{step_number}"
+    vocab = len(glyphs.vocab) if glyphs.vocab is not None else cfg.get("vocab_size")
+    h_max = math.log(max(vocab, 2)) if vocab else max(float(rec.entropy.max()), 1e-9)
+    length = rec.canvas.shape[-1]
+    inp, cand, nxt, arg = (t[row].tolist() for t in (rec.input_canvas, rec.candidate, rec.canvas, rec.argmax))
+    acc, ent = rec.accepted[row].tolist(), rec.entropy[row].tolist()
+    states = ["input" if frozen_before else "accepted" if acc[i] else "renoised" for i in range(length)]
+    next_cells = [_cell(glyphs, nxt[i], states[i], f"candidate {glyphs(cand[i])!r}") for i in range(length)]
+    draft_state = "committed" if last else "draft"
+    bars = [f'<div class="xp-bar"><div style="width:{min(100.0, 100 * h / h_max):.0f}%"></div></div>'
+            f'<span class="xp-h">{h:.2f}</span>' for h in ent]
+    grid = "".join([
+        '<tr><th></th>' + "".join(f'<td class="xp-pos">{i}</td>' for i in range(length)) + "</tr>",
+        _row("decoder input", [_cell(glyphs, t, "input") for t in inp], "xp-row-input"),
+        _row("candidate (drawn at T)", [_cell(glyphs, t, "candidate") for t in cand], "xp-row-candidate"),
+        _row("next canvas", next_cells, "xp-row-next"),
+        _row("argmax draft" + (" → committed" if last else ""), [_cell(glyphs, t, draft_state) for t in arg],
+             "xp-row-argmax"),
+        _row("entropy", bars, "xp-row-entropy")])
+    of = f" of {num_canvases}" if num_canvases else ""
+    head = (f'canvas {k}{of} · step {step_number} (cur_step {rec.cur_step} of {cfg["max_denoising_steps"]}, '
+            f'counting down) · temperature <span id="{fid}-temperature">T = {rec.temperature:.4f}</span>')
+    return (f'{CSS}<div class="xp-frame" id="{fid}" data-kind="step" data-canvas="{k}" data-step="{step_number}">'
+            f'<div class="xp-head" id="{fid}-head">{head}</div>{_prefix(glyphs, prompt, committed, fid)}'
+            f'<table class="xp-grid" id="{fid}-canvas">{grid}</table>'
+            f'<div class="xp-stop" id="{fid}-stop">{_stop_line(rec, row, cfg, frozen_before, last)}</div>'
+            f'{legend(fid)}</div>')
+
+
+def render_commit(canvas: CanvasRecord, *, prompt: Sequence[int], committed: Sequence[Sequence[int]] = (),
+                  glyphs: Glyphs | None = None, config: Mapping | None = None, row: int = 0,
+                  last_canvas: bool = False) -> str:
+    """HTML of a canvas commit: the argmax draft, the tokens appended (pad after EOS) and what happens next."""
+    cfg = {**DEFAULTS, **(config or {})}
+    glyphs = glyphs or Glyphs(None, cfg["pad_token_id"], cfg["eos_token_id"])
+    k, fid = canvas.canvas_index + 1, f"xp-c{canvas.canvas_index + 1}-commit"
+    draft, appended = canvas.argmax[row].tolist(), canvas.committed[row].tolist()
+    grid = "".join([
+        '<tr><th></th>' + "".join(f'<td class="xp-pos">{i}</td>' for i in range(len(draft))) + "</tr>",
+        _row("argmax draft", [_cell(glyphs, t, "committed") for t in draft], "xp-row-argmax"),
+        _row("appended", [_cell(glyphs, t, "prefix") for t in appended], "xp-row-appended")])
+    if bool(canvas.finished[row]):
+        note = "end of text (or max length) reached: this row is finished; positions after its EOS are padded"
+    elif last_canvas:
+        note = "max_new_tokens reached: generation ends"
+    else:
+        note = (f"encoded causally into the KV cache next; canvas {k + 1} starts from fresh uniform noise "
+                "and attends to everything committed so far")
+    return (f'{CSS}<div class="xp-frame" id="{fid}" data-kind="commit" data-canvas="{k}">'
+            f'<div class="xp-head" id="{fid}-head">canvas {k} committed after {canvas.steps} '
+            f'step{"s" if canvas.steps != 1 else ""}</div>{_prefix(glyphs, prompt, committed, fid)}'
+            f'<table class="xp-grid" id="{fid}-canvas">{grid}</table>'
+            f'<div class="xp-stop" id="{fid}-stop">{escape(note)}</div>{legend(fid)}</div>')
+
+
+def _by_canvas(recorder: StepRecorder) -> dict[int, list[StepRecord]]:
+    out: dict[int, list[StepRecord]] = {}
+    for rec in recorder.steps:
+        out.setdefault(rec.canvas_index, []).append(rec)
+    return out
+
+
+def _stop_reason(steps: list[StepRecord], row: int, cfg: Mapping) -> tuple[int, str]:
+    """(steps this row denoised, why it stopped)."""
+    for n, rec in enumerate(steps, 1):
+        if rec.stable is not None and bool(rec.finished[row]):
+            return n, "stable and confident"
+    return len(steps), f"step budget ({cfg['max_denoising_steps']}) used up"
+
+
+def canvas_frames(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None = None, config: Mapping | None = None,
+                  row: int = 0, commit_frames: bool = True) -> list[str]:
+    """Every recorded step of every canvas as a frame (+ one commit frame per canvas), in order."""
+    cfg = {**DEFAULTS, **(config or {})}
+    glyphs = Glyphs(vocab, cfg["pad_token_id"], cfg["eos_token_id"])
+    prompt = prompt[row].tolist() if isinstance(prompt, torch.Tensor) and prompt.dim() == 2 else list(prompt)
+    commits = {c.canvas_index: c for c in recorder.canvases}
+    frames, committed = [], []
+    by_canvas = _by_canvas(recorder)
+    for index, steps in sorted(by_canvas.items()):
+        for n, rec in enumerate(steps, 1):
+            frozen_before = n > 1 and rec.stable is not None and bool(steps[n - 2].finished[row])
+            frames.append(render_step(rec, step_number=n, prompt=prompt, committed=committed, glyphs=glyphs,
+                                      config=cfg, row=row, last=n == len(steps), frozen_before=frozen_before,
+                                      num_canvases=len(by_canvas)))
+        if index in commits:
+            if commit_frames:
+                frames.append(render_commit(commits[index], prompt=prompt, committed=committed, glyphs=glyphs,
+                                            config=cfg, row=row, last_canvas=index == max(by_canvas)))
+            committed = committed + [commits[index].committed[row].tolist()]
+    return frames
+
+
+def render_summary(recorder: StepRecorder, *, vocab: Sequence[str] | None = None, config: Mapping | None = None,
+                   row: int = 0) -> str:
+    """One table row per canvas: steps taken, accepted count per step, stopping reason, committed tokens."""
+    cfg = {**DEFAULTS, **(config or {})}
+    glyphs = Glyphs(vocab, cfg["pad_token_id"], cfg["eos_token_id"])
+    commits = {c.canvas_index: c for c in recorder.canvases}
+    rows, forwards, tokens = [], 0, 0
+    for index, steps in sorted(_by_canvas(recorder).items()):
+        n, reason = _stop_reason(steps, row, cfg)
+        accepted = " · ".join(str(int(r.accepted[row].sum())) for r in steps[:n])
+        commit = commits.get(index)
+        appended = "".join(_cell(glyphs, t, "committed") for t in commit.committed[row].tolist()) if commit else "—"
+        finished = commit is not None and bool(commit.finished[row])
+        forwards, tokens = forwards + len(steps), tokens + steps[0].canvas.shape[-1]
+        rows.append(f'<tr id="xp-summary-c{index + 1}"><td>{index + 1}</td><td>{n}</td><td>{accepted}</td>'
+                    f'<td>{escape(reason)}</td><td style="white-space:nowrap">{appended}</td>'
+                    f'<td>{"yes" if finished else "no"}</td></tr>')
+    head = ("<tr><th>canvas</th><th>steps taken</th><th>accepted per step</th><th>stopped because</th>"
+            "<th>committed</th><th>finished (EOS)</th></tr>")
+    total = (f'<div class="xp-stop" id="xp-summary-total">{forwards} decoder forward{"s" if forwards != 1 else ""} '
+             f"for {tokens} tokens ({tokens / max(forwards, 1):.2f} tokens per forward)</div>")
+    return (f'{CSS}<div class="xp-frame" id="xp-summary" data-kind="summary"><table class="xp-summary">'
+            f'{head}{"".join(rows)}</table>{total}{legend("xp-summary")}</div>')
+
+
+def render_temperatures(recorder: StepRecorder, *, config: Mapping | None = None) -> str:
+    """Per recorded step: cur_step, the temperature the sampler divided the logits by, and
+    ``linear_temperature(cur_step, N)`` recomputed from the schedule."""
+    cfg = {**DEFAULTS, **(config or {})}
+    n_steps, t_min, t_max = cfg["max_denoising_steps"], cfg["t_min"], cfg["t_max"]
+    cells = []
+    for index, steps in sorted(_by_canvas(recorder).items()):
+        for n, rec in enumerate(steps, 1):
+            expected = 1.0 if t_min is None else linear_temperature(rec.cur_step, n_steps, t_min, t_max)
+            cells.append(f"<tr><td>{index + 1}</td><td>{n}</td><td>{rec.cur_step}</td>"
+                         f"<td>{rec.temperature:.4f}</td><td>{expected:.4f}</td></tr>")
+    rule = ("schedule off: T = 1" if t_min is None else
+            f"T = t_min + (t_max − t_min) · cur_step / N with t_min {t_min:g}, t_max {t_max:g}, N {n_steps}; "
+            f"cur_step counts N..1 and restarts at N on every canvas, so T never reaches t_min "
+            f"(last possible value {linear_temperature(1, n_steps, t_min, t_max):.4f})")
+    return (f'{CSS}<div class="xp-frame" id="xp-temperatures" data-kind="temperatures">'
+            f'<table class="xp-summary"><tr><th>canvas</th><th>step</th><th>cur_step</th><th>T used</th>'
+            f'<th>linear_temperature(cur_step, N)</th></tr>{"".join(cells)}</table>'
+            f'<div class="xp-legend">{escape(rule)}</div></div>')

@@ -1,0 +1,207 @@
+"""Canvas sampler renderers: golden-ish HTML assertions, frame counts, headless widget wiring.
+
+Records come from hand-built ``StepRecord``s and from ``sampler.generate`` over a deterministic fake
+``DiffusionLM`` (tests only; the notebook runs the shipped checkpoint).
+"""
+
+import re
+
+import pytest
+import torch
+
+from explainer import render_canvas as rc
+from explainer.sampler import CanvasRecord, StepRecord, StepRecorder, generate, linear_temperature
+from explainer.widgets_sampler import canvas_stepper
+
+VOCAB = ["<pad>", "<eos>", "<", "&", "a", "b", " ", "d"]       # V = 8; '<' and '&' must be escaped
+PAD, EOS, LT, AMP, A, B, SP, D = range(8)
+CFG = dict(canvas_length=4, max_new_tokens=12, max_denoising_steps=4, entropy_bound=0.1, t_min=0.4, t_max=0.8,
+           stability_threshold=1, confidence_threshold=0.005, eos_token_id=EOS, pad_token_id=PAD)
+PROMPT = torch.tensor([[A, B, D]])
+
+
+class PeakyLM:
+    """Fake DiffusionLM: +20 logits on a fixed target per canvas (row 0); row 1 (if any) is flat."""
+
+    vocab_size = len(VOCAB)
+
+    def __init__(self, targets, flat_rows=()):
+        self.targets, self.flat_rows, self.canvases = targets, set(flat_rows), -1
+
+    def encode(self, input_ids):
+        self.canvases += 1
+
+    def decode(self, canvas, sc):
+        logits = torch.zeros(*canvas.shape, self.vocab_size)
+        target = torch.tensor(self.targets[self.canvases])
+        for row in range(canvas.shape[0]):
+            if row not in self.flat_rows:
+                logits[row, torch.arange(canvas.shape[1]), target] = 20.0
+        return logits
+
+
+def run(targets, batch=1, flat_rows=(), **overrides):
+    rec = StepRecorder()
+    cfg = {**CFG, **overrides}
+    prompt = PROMPT.expand(batch, -1)
+    seqs = generate(PeakyLM(targets, flat_rows), prompt, generator=torch.Generator().manual_seed(0), recorder=rec,
+                    **cfg)
+    return rec, cfg, seqs
+
+
+TARGETS = [[LT, AMP, A, SP], [B, EOS, D, D], [A, A, A, A]]   # canvas 2 holds EOS -> 2 canvases
+
+
+def known_record(canvas_index=1, cur_step=3, finished=False, stable=False, confident=True):
+    return StepRecord(
+        canvas_index=canvas_index, cur_step=cur_step, temperature=linear_temperature(cur_step, 4),
+        input_canvas=torch.tensor([[D, D, D, D]]), candidate=torch.tensor([[LT, A, B, AMP]]),
+        accepted=torch.tensor([[True, False, True, False]]),
+        entropy=torch.tensor([[0.001, 2.0, 0.002, 1.5]]), argmax=torch.tensor([[LT, A, B, EOS]]),
+        canvas=torch.tensor([[LT, D, B, SP]]), stable=torch.tensor([stable]), confident=torch.tensor([confident]),
+        finished=torch.tensor([finished]))
+
+
+def cells(html, row_class):
+    """(classes, text) of every cell in the grid row with class ``row_class``."""
+    row = re.search(rf'<tr class="{row_class}">(.*?)</tr>', html).group(1)
+    return [(c.split(), t) for c, t in re.findall(r'<span class="xp-cell ([^"]*)"[^>]*>([^<]*)</span>', row)]
+
+
+def render_known(**kw):
+    glyphs = rc.Glyphs(VOCAB, PAD, EOS)
+    return rc.render_step(known_record(**kw.pop("record", {})), step_number=2, prompt=[A, B, D],
+                          committed=[[LT, AMP, A, SP]], glyphs=glyphs, config=CFG, **kw)
+
+
+def test_accepted_and_renoised_cells_for_a_known_record():
+    html = render_known()
+    nxt = cells(html, "xp-row-next")
+    assert [("xp-accepted" in c, "xp-renoised" in c) for c, _ in nxt] == [(True, False), (False, True),
+                                                                          (True, False), (False, True)]
+    assert [t for _, t in nxt] == ["&lt;", "d", "b", "␣"]
+    assert [t for _, t in cells(html, "xp-row-input")] == ["d"] * 4
+    assert [t for _, t in cells(html, "xp-row-candidate")] == ["&lt;", "a", "b", "&amp;"]
+    # not the last step: the argmax is a staged draft, nothing committed
+    assert all("xp-draft" in c for c, _ in cells(html, "xp-row-argmax"))
+    assert "xp-committed" not in html.split("</style>")[1].split('id="xp-c2-s2-legend"')[0]
+
+
+def test_last_step_commits_the_argmax():
+    html = render_known(last=True, record=dict(finished=True, stable=True))
+    arg = cells(html, "xp-row-argmax")
+    assert all("xp-committed" in c for c, _ in arg)
+    assert [t for _, t in arg] == ["&lt;", "a", "b", "⏎"]
+    assert "stable and confident → stop" in html
+
+
+def test_frame_header_ids_prefix_temperature_and_stop_numbers():
+    html = render_known()
+    for suffix in ("", "-head", "-prefix", "-canvas", "-stop", "-legend", "-temperature"):
+        assert f'id="xp-c2-s2{suffix}"' in html
+    assert 'data-canvas="2" data-step="2"' in html
+    assert "T = 0.7000" in html and "cur_step 3 of 4" in html
+    stop = re.search(r'id="xp-c2-s2-stop">(.*?)</div>', html).group(1)
+    assert "accepted 2 of 4" in stop and "entropy bound 0.1" in stop
+    assert "mean entropy 0.8758 ≥ 0.005" in stop
+    assert 'stable <span class="xp-no">no</span>' in stop and 'confident <span class="xp-yes">yes</span>' in stop
+    prefix = re.search(r'id="xp-c2-s2-prefix">(.*?)</div>', html).group(1)
+    assert "3 prompt tokens + 1 canvas" in prefix
+    assert prefix.count("xp-block") == 2 and prefix.count("xp-prefix") == 7
+
+
+def test_legend_in_every_frame_and_tokens_escaped():
+    rec, cfg, _ = run(TARGETS)
+    frames = rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
+    for f in frames:
+        assert 'class="xp-legend"' in f and "<style>" in f
+        assert "accepted: keeps the sampled candidate" in f and "renoised: fresh uniform random token" in f
+        text = re.sub(r"<[^>]+>", "", f.split("</style>", 1)[1])   # tags removed: no raw '<' may remain
+        assert "<" not in text and "&lt;" in f
+
+
+def test_vocabulary_markup_never_leaks():
+    glyphs = rc.Glyphs(["<b>x</b>", "<script>"], None, None)
+    html = rc.render_step(StepRecord(0, 1, 1.0, *(torch.tensor([[0, 1]]),) * 2, torch.tensor([[True, False]]),
+                                     torch.zeros(1, 2), *(torch.tensor([[0, 1]]),) * 2, None, None,
+                                     torch.tensor([False])), step_number=1, prompt=[1], glyphs=glyphs)
+    assert "<b>x</b>" not in html and "<script>" not in html and "&lt;script&gt;" in html
+    assert "adaptive stopping off" in html
+
+
+def test_frames_count_equals_steps_plus_commits():
+    rec, cfg, seqs = run(TARGETS)
+    assert [c.steps for c in rec.canvases] == [2, 2]          # peaky logits: accept all, then stable
+    frames = rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
+    assert len(frames) == len(rec.steps) + len(rec.canvases) == 6
+    assert len(rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg, commit_frames=False)) == len(rec.steps)
+    kinds = [re.search(r'id="(xp-c\d+-(?:s\d+|commit))"', f).group(1) for f in frames]
+    assert kinds == ["xp-c1-s1", "xp-c1-s2", "xp-c1-commit", "xp-c2-s1", "xp-c2-s2", "xp-c2-commit"]
+    # canvas 2 sees canvas 1 committed in its prefix; the commit frame pads after EOS
+    assert "3 prompt tokens + 1 canvas" in frames[3]
+    assert [t for _, t in cells(frames[5], "xp-row-appended")] == ["b", "⏎", "·", "·"]
+    assert "this row is finished" in frames[5]
+    assert "encoded causally into the KV cache next" in frames[2]
+    assert seqs[0, 3:].tolist() == [LT, AMP, A, SP, B, EOS, PAD, PAD]
+
+
+def test_step_budget_and_frozen_rows():
+    rec, cfg, _ = run(TARGETS[2:], batch=2, flat_rows=[1], max_new_tokens=4)
+    assert len(rec.steps) == 4                                # row 1 never confident: budget of 4
+    row0 = rc.canvas_frames(rec, PROMPT.expand(2, -1), vocab=VOCAB, config=cfg, row=0)
+    row1 = rc.canvas_frames(rec, PROMPT.expand(2, -1), vocab=VOCAB, config=cfg, row=1)
+    assert "stable and confident → stop" in row0[1]
+    assert "row already finished: frozen" in row0[2] and "row already finished: frozen" in row0[3]
+    assert "xp-accepted" not in row0[2].split('class="xp-row-next"')[1].split("</tr>")[0]
+    assert "step budget used up" in row1[3]
+    summary = rc.render_summary(rec, vocab=VOCAB, config=cfg, row=1)
+    assert "step budget (4) used up" in summary
+    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>4</td><td>1 · 1 · 1 · 1</td>', summary)
+
+
+def test_summary_table():
+    rec, cfg, _ = run(TARGETS)
+    html = rc.render_summary(rec, vocab=VOCAB, config=cfg)
+    assert html.count('<tr id="xp-summary-c') == 2
+    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>2</td><td>4 · 4</td><td>stable and confident</td>', html)
+    assert "4 decoder forwards for 8 tokens (2.00 tokens per forward)" in html
+    assert 'id="xp-summary-legend"' in html
+
+
+def test_temperature_table_matches_the_schedule():
+    rec, cfg, _ = run(TARGETS)
+    html = rc.render_temperatures(rec, config=cfg)
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td><td>([\d.]+)</td><td>([\d.]+)</td></tr>", html)
+    assert [(r[0], r[2]) for r in rows] == [("1", "4"), ("1", "3"), ("2", "4"), ("2", "3")]
+    assert all(r[3] == r[4] for r in rows) and rows[0][3] == "0.8000" and rows[1][3] == "0.7000"
+    assert "0.5000" in html                                   # last possible value at cur_step 1 of 4
+
+
+def test_stepper_wiring_headless():
+    rec, cfg, _ = run(TARGETS)
+    stepper = canvas_stepper(rec, PROMPT, vocab=VOCAB, config=cfg)
+    assert stepper.slider.max == 5 and len(stepper.stack.children) == 6
+    assert 'data-canvas="1" data-step="1"' in stepper.current
+    stepper.slider.value = 3
+    assert stepper.stack.selected_index == 3
+    assert 'data-canvas="2" data-step="1"' in stepper.current
+    stepper.slider.value = 5
+    assert 'id="xp-c2-commit"' in stepper.current
+    assert stepper.step(-1) == stepper.frames[4] and 'data-canvas="2" data-step="2"' in stepper.current
+
+
+@pytest.mark.parametrize("token,shown", [(SP, "␣"), (PAD, "·"), (EOS, "⏎"), (A, "a"), (99, "99")])
+def test_glyphs(token, shown):
+    assert rc.Glyphs(VOCAB, PAD, [EOS, 7 + 100])(token) == shown
+    assert rc.Glyphs(None)(A) == str(A)
+
+
+def test_hf_tiny_is_the_reference_recipe():
+    pytest.importorskip("transformers")
+    from explainer.hf_tiny import tiny_hf_model
+
+    model = tiny_hf_model(seed=0)
+    assert sum(p.numel() for p in model.parameters()) == 359_284          # reference §7.2
+    assert model.config.canvas_length == 8 and model.config.text_config.vocab_size == 128
+    again = tiny_hf_model(seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
