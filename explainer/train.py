@@ -121,20 +121,22 @@ def one_step_canvas_accuracy(model, numbers) -> float:
 @torch.no_grad()
 def evaluate(model, numbers=None, seed=EVAL_SEED, batch_size=None, **overrides) -> dict:
     """Held-out exact match with the real sampler (explainer.sampler.generate) at PP=1."""
-    from explainer.sampler import generate
+    from explainer.sampler import StepRecorder, generate
 
     numbers = task.held_out_numbers() if numbers is None else list(numbers)
     batch_size = batch_size or len(numbers)
     gen_cfg = {**GENERATION_CONFIG, **overrides}
     g = torch.Generator().manual_seed(seed)
-    texts = []
+    texts, steps = [], []
     for i in range(0, len(numbers), batch_size):
         chunk = numbers[i: i + batch_size]
         prompts, _ = task.make_batch(chunk)
-        seqs = generate(CachedLM(model), prompts, generator=g, **gen_cfg)
+        recorder = StepRecorder()
+        seqs = generate(CachedLM(model), prompts, generator=g, recorder=recorder, **gen_cfg)
         texts += [task.decode(row[prompts.shape[1]:]) for row in seqs]
+        steps += [c.steps for c in recorder.canvases]
     return {"exact_match": task.exact_match(texts, numbers), "n": len(numbers), "seed": seed,
-            "batch_size": batch_size, "texts": texts}
+            "batch_size": batch_size, "mean_steps_per_canvas": round(sum(steps) / len(steps), 3), "texts": texts}
 
 
 def train(steps: int, seed: int, batch_size: int = 64, lr: float = 3e-3, log_every: int = 100,
@@ -193,6 +195,7 @@ def write_checkpoint(model, info: dict, out: Path, steps: int, seed: int, batch_
                      "seed": seed, "steps": steps, "batch_size": batch_size, "lr": lr,
                      "threads": torch.get_num_threads(), "torch": torch.__version__,
                      "train_seconds": info["train_seconds"], "final_loss": info["final_loss"],
+                     "log": info["history"],
                      "objective": "block diffusion, uniform-state noise t~U(0,1) per canvas, CE on canvas "
                                   "positions, self-conditioning with p=0.5"},
         "generation_config": GENERATION_CONFIG,
@@ -208,10 +211,14 @@ def record_accuracy(model, out: Path, log=print) -> dict:
     meta = json.loads(path.read_text())
     t0 = time.time()
     res = evaluate(model)
+    one = evaluate(model, batch_size=1)          # one request at a time, as the engine runs them
     meta["held_out"] = {"exact_match": res["exact_match"], "n": res["n"], "seed": res["seed"],
                         "batch_size": res["batch_size"], "pp_size": 1,
-                        "how": "explainer.train.evaluate: held-out prompts batched, one torch.Generator seeded "
-                               "with `seed`, sampler settings = generation_config",
+                        "mean_steps_per_canvas": res["mean_steps_per_canvas"],
+                        "exact_match_batch_size_1": one["exact_match"],
+                        "mean_steps_per_canvas_batch_size_1": one["mean_steps_per_canvas"],
+                        "how": "explainer.train.evaluate(model, seed=seed, batch_size=batch_size): the held-out "
+                               "prompts, one torch.Generator seeded with `seed`, sampler settings = generation_config",
                         "eval_seconds": round(time.time() - t0, 1)}
     path.write_text(json.dumps(meta, indent=2) + "\n")
     log(f"held-out exact match {res['exact_match']:.3f} over {res['n']} numbers", flush=True)

@@ -1,0 +1,104 @@
+"""``python -m explainer generate "PROMPT" [--steps N] [--seed S] [--show-canvas]``.
+
+Runs the shipped checkpoint at PP=1 with the real sampler (``explainer.sampler.generate`` over
+``explainer.model.CachedLM``) and prints the text. ``--show-canvas`` prints every denoising step of
+every canvas from the sampler's recorder.
+"""
+
+from __future__ import annotations
+
+import sys
+
+HELP = "spell a number with the shipped tiny DiffusionGemma checkpoint (e.g. generate 451 --show-canvas)"
+
+PAD_GLYPH, EOS_GLYPH = "_", "|"           # neither is in the vocabulary, so the display is unambiguous
+
+
+def configure(parser):
+    parser.add_argument("prompt", help="a number 100..999 (characters of the task vocabulary)")
+    parser.add_argument("--steps", default=None, metavar="N",
+                        help="max denoising steps per canvas (default: the checkpoint's generation config, 48)")
+    parser.add_argument("--seed", default="0", metavar="S", help="sampler seed (default 0)")
+    parser.add_argument("--show-canvas", action="store_true", help="print every denoising step of every canvas")
+
+
+def _int_arg(name: str, value: str, minimum: int) -> int:
+    from explainer.errors import UsageError
+
+    try:
+        out = int(value)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or out < minimum:
+        raise UsageError(f"{name} {value!r} is not accepted; accepted: an integer >= {minimum}")
+    return out
+
+
+def _glyphs(ids) -> str:
+    from explainer import task
+
+    out = []
+    for i in ids.tolist():
+        out.append(PAD_GLYPH if i == task.PAD_ID else EOS_GLYPH if i == task.EOS_ID else task.VOCAB[i])
+    return "[" + "".join(out) + "]"
+
+
+def render_steps(recorder, prompt_len: int, canvas_length: int) -> list[str]:
+    """Readable lines for row 0 of a recorded generation."""
+    lines = [f"legend: {PAD_GLYPH} = pad, {EOS_GLYPH} = end of text; ^ = position accepted into the next canvas",
+             "        (the rest is renoised with uniform random tokens); cur_step counts down from --steps;",
+             "        the canvas commits its last argmax"]
+    by_canvas: dict[int, list] = {}
+    for rec in recorder.steps:
+        by_canvas.setdefault(rec.canvas_index, []).append(rec)
+    committed = {c.canvas_index: c for c in recorder.canvases}
+    for index, steps in sorted(by_canvas.items()):
+        start = prompt_len + index * canvas_length
+        lines.append(f"canvas {index + 1}  (positions {start}..{start + canvas_length - 1}, attends to the prompt "
+                     f"and {index} committed canvas{'es' if index != 1 else ''})")
+        for n, rec in enumerate(steps, 1):
+            acc = "".join("^" if a else " " for a in rec.accepted[0].tolist())
+            stable = "-" if rec.stable is None else ("yes" if bool(rec.stable[0]) else "no")
+            confident = "-" if rec.confident is None else ("yes" if bool(rec.confident[0]) else "no")
+            head = f"  step {n:2d}  cur_step {rec.cur_step:2d}  T {rec.temperature:.3f}  "
+            lines.append(f"{head}input  {_glyphs(rec.input_canvas[0])}  argmax {_glyphs(rec.argmax[0])}  "
+                         f"mean entropy {float(rec.entropy[0].mean()):.4f}  stable {stable}  confident {confident}"
+                         + ("  -> stop" if bool(rec.finished[0]) else ""))
+            lines.append(f"{'':{len(head)}s}accept [{acc}]  next   {_glyphs(rec.canvas[0])}")
+        if index in committed:
+            lines.append(f"  committed {_glyphs(committed[index].committed[0])}")
+    return lines
+
+
+def run(args) -> int:
+    from explainer import task
+    from explainer.errors import UsageError
+
+    if not args.prompt:
+        raise UsageError("the prompt is empty; give a number 100..999, e.g. generate 451")
+    ids = task.encode(args.prompt)
+    seed = _int_arg("--seed", args.seed, 0)
+    steps = None if args.steps is None else _int_arg("--steps", args.steps, 1)
+
+    import torch
+
+    from explainer.model import CachedLM, load_pretrained, metadata
+
+    torch.set_num_threads(1)      # a 0.2M-parameter model: one thread is fastest and immune to a busy machine
+    from explainer.sampler import StepRecorder, generate
+
+    if not (args.prompt.isdigit() and int(args.prompt) in task.NUMBERS and len(args.prompt) == 3):
+        print(f"note: the shipped model was trained on numbers {task.NUMBERS.start}..{task.NUMBERS.stop - 1}; "
+              f"{args.prompt!r} is outside its task", file=sys.stderr)
+    gen_cfg = dict(metadata()["generation_config"])
+    if steps is not None:
+        gen_cfg["max_denoising_steps"] = steps
+    recorder = StepRecorder() if args.show_canvas else None
+    prompt = torch.tensor([ids])
+    seqs = generate(CachedLM(load_pretrained()), prompt, generator=torch.Generator().manual_seed(seed),
+                    recorder=recorder, **gen_cfg)
+    if recorder is not None:
+        print("\n".join(render_steps(recorder, prompt.shape[1], gen_cfg["canvas_length"])))
+        print("text:", end=" ")
+    print(task.decode(seqs[0, prompt.shape[1]:]))
+    return 0
