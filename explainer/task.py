@@ -50,7 +50,8 @@ def encode(text: str) -> list[int]:
     """Characters -> token ids; a UsageError names every character outside the vocabulary."""
     bad = sorted({c for c in text if c not in CHARS})
     if bad:
-        raise UsageError(f"characters {' '.join(repr(c) for c in bad)} are not in the vocabulary; "
+        what = f"character {bad[0]!r} is" if len(bad) == 1 else f"characters {' '.join(map(repr, bad))} are"
+        raise UsageError(f"{what} not in the vocabulary; "
                          f"accepted characters: {CHARS!r}")
     return [_ID[c] for c in text]
 

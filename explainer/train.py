@@ -234,6 +234,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--evaluate-only", action="store_true", help="evaluate the checkpoint in --out, update metadata")
     args = p.parse_args(argv)
+    if args.steps < 1 or args.batch_size < 1 or not args.lr > 0:
+        from explainer.errors import UsageError
+        raise UsageError(f"--steps {args.steps} / --batch-size {args.batch_size} / --lr {args.lr}: "
+                         "steps and batch size must be >= 1, lr > 0")
     torch.set_num_threads(2)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     if args.evaluate_only:

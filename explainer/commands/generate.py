@@ -62,7 +62,7 @@ def render_steps(recorder, prompt_len: int, canvas_length: int) -> list[str]:
             confident = "-" if rec.confident is None else ("yes" if bool(rec.confident[0]) else "no")
             head = f"  step {n:2d}  cur_step {rec.cur_step:2d}  T {rec.temperature:.3f}  "
             lines.append(f"{head}input  {_glyphs(rec.input_canvas[0])}  argmax {_glyphs(rec.argmax[0])}  "
-                         f"mean entropy {float(rec.entropy[0].mean()):.4f}  stable {stable}  confident {confident}"
+                         f"mean entropy {float(rec.entropy[0].mean()):.1e}  stable {stable}  confident {confident}"
                          + ("  -> stop" if bool(rec.finished[0]) else ""))
             lines.append(f"{'':{len(head)}s}accept [{acc}]  next   {_glyphs(rec.canvas[0])}")
         if index in committed:
