@@ -49,6 +49,7 @@ class EngineConfig:
     canvas_length: int | None = None          # None: the checkpoint's canvas length
     max_denoising_steps: int | None = None    # None: generation config, else 48
     max_num_seqs: int | None = None           # None: 8
+    max_num_batched_tokens: int = 512         # per step; sizes each rank's persistent receive buffer
     seed: int = 0
     pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
     attention_backend: str | None = None
@@ -69,7 +70,7 @@ class EngineConfig:
     def _verify_values(self) -> None:
         ModelRegistry.resolve_model_cls(self.model)          # unknown name -> UsageError listing known
         _int_at_least("pipeline_parallel_size", self.pipeline_parallel_size, 1)
-        for name in ("canvas_length", "max_denoising_steps", "max_num_seqs"):
+        for name in ("canvas_length", "max_denoising_steps", "max_num_seqs", "max_num_batched_tokens"):
             if getattr(self, name) is not None:
                 _int_at_least(name, getattr(self, name), 1)
         _int_at_least("seed", self.seed, 0)
@@ -105,6 +106,9 @@ class EngineConfig:
         for name, fallback in defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, gen.get(name, fallback))
+        if self.max_num_batched_tokens < self.canvas_length:
+            raise UsageError(f"max_num_batched_tokens={self.max_num_batched_tokens} cannot hold one canvas; "
+                             f"accepted: >= canvas_length ({self.canvas_length})")
         if not self.t_max > self.t_min:
             raise UsageError(f"t_max={self.t_max!r} must be > t_min={self.t_min!r} (accepted: 0 <= t_min < t_max)")
 

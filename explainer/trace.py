@@ -48,8 +48,9 @@ class Event:
 
 
 class Trace:
-    def __init__(self, meta: dict | None = None):
+    def __init__(self, meta: dict | None = None, enabled: bool = True):
         self.meta: dict[str, Any] = dict(meta or {})
+        self.enabled = enabled            # False: record nothing (bulk runs such as the accuracy command)
         self.events: list[Event] = []
         self.step = 0
         self.warmup = False
@@ -59,6 +60,8 @@ class Trace:
     # --- recording ---
     def attach(self, rank: int, view_fn: Callable[[], dict]) -> None:
         """Register how to snapshot ``rank``'s state (a runner's ``view``)."""
+        if not self.enabled:
+            return
         self._sources[rank] = view_fn
         self._views[rank] = view_fn()
 
@@ -66,9 +69,11 @@ class Trace:
         self.step, self.warmup = step, warmup
 
     def record(self, rank: int | None, phase: str, detail: str = "", *, transfers=(), reads=None,
-               data=None) -> Event:
+               data=None) -> Event | None:
         if phase not in PHASES:
             raise ValueError(f"phase {phase!r} is not one of {PHASES}")
+        if not self.enabled:
+            return None
         if rank in self._sources:
             self._views = {**self._views, rank: self._sources[rank]()}
         event = Event(len(self.events), self.step, rank, phase, detail, list(transfers), self._views,
@@ -87,12 +92,11 @@ class Trace:
     def owner_rank(self) -> int:
         return int(self.meta.get("pp_size", 1)) - 1
 
-    def first_divergence(self, include_warmup: bool = False) -> dict | None:
-        """The first read, on a non-owner rank, of a field that differs from the owner's value.
+    def divergences(self, include_warmup: bool = False):
+        """Every read, on a non-owner rank, of a field whose value differs from the owner's, in order.
 
-        The owner's value is what the owner (last) rank itself reads in the same step; if the owner
-        never got there, its latest view. Returns ``{step, rank, fields, request, event, phase,
-        values}`` or None.
+        The owner's value is what the owner (last) rank itself reads in the same step (if the owner never
+        got there, its latest view). Yields ``{step, rank, fields, request, event, phase, warmup, values}``.
         """
         owner = self.owner_rank
         owner_reads = {(e.step, e.warmup): e.views.get(owner, {})
@@ -108,10 +112,13 @@ class Trace:
                     continue
                 differ = [f for f in fields if mine.get(f) != theirs.get(f)]
                 if differ:
-                    return {"step": e.step, "rank": e.rank, "fields": differ, "request": req,
-                            "event": e.index, "phase": e.phase, "warmup": e.warmup,
-                            "values": {f: {"rank": mine.get(f), "owner": theirs.get(f)} for f in differ}}
-        return None
+                    yield {"step": e.step, "rank": e.rank, "fields": differ, "request": req,
+                           "event": e.index, "phase": e.phase, "warmup": e.warmup,
+                           "values": {f: {"rank": mine.get(f), "owner": theirs.get(f)} for f in differ}}
+
+    def first_divergence(self, include_warmup: bool = False) -> dict | None:
+        """The first event at which a non-owner rank reads a field that differs from the owner's, or None."""
+        return next(self.divergences(include_warmup), None)
 
     def step_outputs(self) -> dict[int, dict[str, list[int]]]:
         """Tokens each (non-warmup) engine step emitted, per request, from the last rank's sample events."""

@@ -1,0 +1,299 @@
+"""The engine: a tiny vLLM-like scheduler and the executor that drives the per-rank runners.
+
+The scheduler schedules a request's prompt tokens once, then ``canvas_length`` draft tokens per step
+(the canvas travels as speculative "draft" tokens, reference §1.2). A denoise step rejects all of them
+(``num_computed_tokens`` rolls back); a commit step emits ``canvas_length`` tokens. A request finishes
+on EOS (kept, the rest of the canvas dropped) or at ``max_tokens`` (truncated, as vLLM).
+
+``InProcessExecutor`` runs every rank in this process, in lockstep: ``execute_model`` in rank order
+(sends before receives), then ``sample_tokens`` from the last rank down (broadcast before receive). A
+rank that raises is recorded in the trace and the others carry on to their next blocking call, which
+then reports what it was waiting for, instead of hanging. ``processes`` (one rank per process over the
+real ``GroupCoordinator``) plugs in through ``EXECUTORS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from explainer.config import EngineConfig
+from explainer.distributed.inprocess import InProcessWorld, NothingPendingError
+from explainer.errors import UsageError
+from explainer.interfaces import supports_pp
+from explainer.registry import ModelRegistry
+from explainer.runner import ModelRunner, ModelRunnerOutput, NewRequestData, SchedulerOutput
+from explainer.trace import Trace
+from explainer.warmup import warmup_kernels
+
+
+# ---- scheduler -----------------------------------------------------------------------------------------
+@dataclass
+class Request:
+    req_id: str
+    prompt_token_ids: list[int]
+    max_tokens: int
+    seed: int
+    num_computed_tokens: int = 0
+    output_token_ids: list[int] = field(default_factory=list)
+    spec_token_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    num_steps: int = 0
+
+
+@dataclass
+class RequestOutput:
+    req_id: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    finish_reason: str | None
+    num_steps: int
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.finished_req_ids: list[str] = []
+        self.step = 0
+
+    def add_request(self, req: Request) -> None:
+        self.waiting.append(req)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> SchedulerOutput:
+        self.step += 1
+        so = SchedulerOutput(self.step, finished_req_ids=self.finished_req_ids)
+        self.finished_req_ids = []
+        budget = self.config.max_num_batched_tokens
+        for req in self.running:
+            n = self._num_new_tokens(req)
+            if n <= budget:
+                self._schedule(so, req, n)
+                budget -= n
+        while self.waiting and len(self.running) < self.config.max_num_seqs \
+                and len(self.waiting[0].prompt_token_ids) <= budget:
+            req = self.waiting.popleft()
+            self.running.append(req)
+            so.scheduled_new_reqs.append(NewRequestData(req.req_id, list(req.prompt_token_ids), req.seed))
+            self._schedule(so, req, len(req.prompt_token_ids))
+            budget -= len(req.prompt_token_ids)
+        return so
+
+    def _num_new_tokens(self, req: Request) -> int:
+        remaining_prompt = len(req.prompt_token_ids) - req.num_computed_tokens
+        return remaining_prompt if remaining_prompt > 0 else self.config.canvas_length
+
+    def _schedule(self, so: SchedulerOutput, req: Request, n: int) -> None:
+        so.num_scheduled_tokens[req.req_id] = n
+        if req.num_computed_tokens >= len(req.prompt_token_ids):
+            so.scheduled_spec_decode_tokens[req.req_id] = list(req.spec_token_ids)
+        req.num_steps += 1
+
+    def update_from_output(self, so: SchedulerOutput, out: ModelRunnerOutput) -> list[RequestOutput]:
+        by_id = {r.req_id: r for r in self.running}
+        finished = []
+        eos = self.config.eos_token_id
+        for i, req_id in enumerate(out.req_ids):
+            req = by_id[req_id]
+            req.num_computed_tokens += so.num_scheduled_tokens[req_id] - out.num_rejected[i]
+            req.spec_token_ids = out.draft_token_ids.get(req_id, [])
+            new = out.sampled_token_ids[i]
+            if eos in new:
+                new, req.finish_reason = new[: new.index(eos) + 1], "stop"
+            req.output_token_ids += new
+            if req.finish_reason is None and len(req.output_token_ids) >= req.max_tokens:
+                del req.output_token_ids[req.max_tokens:]
+                req.finish_reason = "length"
+            if req.finish_reason:
+                self.running.remove(req)
+                self.finished_req_ids.append(req_id)
+                finished.append(RequestOutput(req_id, req.prompt_token_ids, list(req.output_token_ids),
+                                              req.finish_reason, req.num_steps))
+        return finished
+
+
+# ---- executors -----------------------------------------------------------------------------------------
+class RankFailure(RuntimeError):
+    """One or more ranks raised during a step. ``cause`` is the root failure (not a starved receive)."""
+
+    processes_started = 0
+
+    def __init__(self, failures: list[tuple[int, str, BaseException]], warmup: bool):
+        self.failures, self.warmup = failures, warmup
+        roots = [f for f in failures if not isinstance(f[2], NothingPendingError)] or failures
+        self.rank, self.phase, self.cause = roots[0]
+        super().__init__("; ".join(f"rank {r} in {p}: {error_summary(e)['type']}: {error_summary(e)['message']}"
+                                   for r, p, e in failures))
+
+
+def error_summary(exc: BaseException) -> dict:
+    """``{type, message}``; a bare ``assert`` gets its source line as the message (what a traceback shows)."""
+    message = str(exc)
+    if not message and exc.__traceback__ is not None:
+        message = (traceback.extract_tb(exc.__traceback__)[-1].line or "").strip()
+    return {"type": type(exc).__name__, "message": message}
+
+
+class InProcessExecutor:
+    """All ranks in this process, each with its own ``ModelRunner`` over an in-process PP group."""
+
+    processes_started = 0
+
+    def __init__(self, config: EngineConfig, trace: Trace):
+        self.config, self.trace = config, trace
+        self.world = InProcessWorld(config.pipeline_parallel_size)
+        self.workers = [ModelRunner(config, group, trace) for group in self.world.groups()]
+
+    def execute_model(self, so: SchedulerOutput) -> ModelRunnerOutput | None:
+        failed: list[tuple[int, str, BaseException]] = []
+        for w in self.workers:                                  # forward: rank order
+            self._run(w, lambda w=w: w.execute_model(so), failed)
+        output = None
+        for w in reversed(self.workers):                        # back-channel: last rank first
+            if any(r == w.rank for r, _, _ in failed):
+                continue
+            result = self._run(w, w.sample_tokens, failed)
+            if w.is_last_rank:
+                output = result
+        if failed:
+            raise RankFailure(failed, so.warmup)
+        return output
+
+    def shutdown(self) -> None:
+        """Nothing to stop in-process (a processes executor joins its workers here)."""
+
+    def _run(self, worker: ModelRunner, fn, failed: list):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - every rank's failure is reported, none is lost
+            phase = worker.phase if worker.phase in ("prepare", "recv", "forward", "send", "sample",
+                                                     "broadcast", "receive") else "prepare"
+            err = error_summary(exc)
+            self.trace.record(worker.rank, phase, f"{err['type']}: {err['message']}", data={"error": err})
+            failed.append((worker.rank, phase, exc))
+            return None
+
+
+class ProcessesBackendUnavailable(UsageError):
+    pass
+
+
+def _processes_executor(config: EngineConfig, trace: Trace):
+    raise ProcessesBackendUnavailable(
+        "the 'processes' backend of the PP engine is not yet available; use backend 'inprocess'")
+
+
+EXECUTORS = {"inprocess": InProcessExecutor, "processes": _processes_executor}
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """The toy's tensors are tiny: intra-op threads only add contention (10x+ slower on a busy 2-core box)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---- the engine ----------------------------------------------------------------------------------------
+def startup_check(trace: Trace, **engine_args) -> EngineConfig:
+    """Build the ``EngineConfig`` (the startup check lives in its ``__post_init__``) and trace the verdict."""
+    trace.set_step(0)
+    start = time.perf_counter()
+    try:
+        config = EngineConfig(**engine_args)
+    except ValueError as exc:                  # UsageError, FlashInfer ValueError, the PP rejection
+        ms = (time.perf_counter() - start) * 1e3
+        trace.record(None, "startup-check", f"rejected in {ms:.2f} ms: {exc}",
+                     data={"error": error_summary(exc), "ms": ms, "processes_started": 0})
+        raise
+    ms = (time.perf_counter() - start) * 1e3
+    cls = ModelRegistry.resolve_model_cls(config.model)
+    trace.record(None, "startup-check",
+                 f"{config.model} ({cls.__name__}): supports_pp={supports_pp(cls)}, "
+                 f"pipeline_parallel_size={config.pipeline_parallel_size} -> accepted in {ms:.2f} ms",
+                 data={"ms": ms})
+    return config
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, trace: Trace | None = None):
+        self.config = config
+        self.trace = trace if trace is not None else Trace()
+        self.trace.meta.update(model=config.model, pp_size=config.pipeline_parallel_size, pp_mode=config.pp_mode,
+                               backend=config.distributed_executor_backend, canvas_length=config.canvas_length)
+        self.executor = EXECUTORS[config.distributed_executor_backend](config, self.trace)
+        if config.warmup:
+            try:
+                with one_torch_thread():
+                    warmup_kernels(self.executor, config)
+            except RankFailure as exc:
+                exc.processes_started = self.executor.processes_started
+                self.executor.shutdown()
+                raise
+        self.scheduler = Scheduler(config)
+        self._num_requests = 0
+
+    @classmethod
+    def from_engine_args(cls, trace: Trace | None = None, **engine_args) -> "LLMEngine":
+        trace = trace if trace is not None else Trace()
+        return cls(startup_check(trace, **engine_args), trace)
+
+    @property
+    def processes_started(self) -> int:
+        return self.executor.processes_started
+
+    def add_request(self, prompt_token_ids: list[int], max_tokens: int, seed: int | None = None,
+                    req_id: str | None = None) -> str:
+        if not prompt_token_ids:
+            raise UsageError("a prompt must hold at least one token")
+        V = self.config.vocab_size
+        bad = [t for t in prompt_token_ids if not (isinstance(t, int) and 0 <= t < V)]
+        if bad:
+            raise UsageError(f"prompt token ids {bad} are outside the vocabulary; accepted: 0..{V - 1}")
+        if len(prompt_token_ids) > self.config.max_num_batched_tokens:
+            raise UsageError(f"prompt of {len(prompt_token_ids)} tokens exceeds max_num_batched_tokens="
+                             f"{self.config.max_num_batched_tokens}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+        req_id = req_id or f"req-{self._num_requests}"
+        seed = self.config.seed + self._num_requests if seed is None else seed
+        self._num_requests += 1
+        self.scheduler.add_request(Request(req_id, list(prompt_token_ids), max_tokens, seed))
+        return req_id
+
+    def step(self) -> list[RequestOutput]:
+        so = self.scheduler.schedule()
+        out = self.executor.execute_model(so)
+        return self.scheduler.update_from_output(so, out)
+
+    def generate(self, prompts: list[list[int]], max_tokens: int, seeds: list[int] | None = None,
+                 on_finish=None) -> list[RequestOutput]:
+        ids = [self.add_request(p, max_tokens, None if seeds is None else seeds[i]) for i, p in enumerate(prompts)]
+        done: dict[str, RequestOutput] = {}
+        with one_torch_thread():
+            while self.scheduler.has_unfinished_requests():
+                for out in self.step():
+                    done[out.req_id] = out
+                    if on_finish:
+                        on_finish(out)
+            if self.scheduler.finished_req_ids:      # let every rank free the finished slots
+                self.executor.execute_model(SchedulerOutput(self.scheduler.step,
+                                                            finished_req_ids=self.scheduler.finished_req_ids))
+                self.scheduler.finished_req_ids = []
+        return [done[i] for i in ids]

@@ -1,0 +1,165 @@
+"""The pipeline-parallel scenarios (DESIGN contract 3): one demo prompt, five stories.
+
+=====================  ===================================  ==================  ==========================
+scenario               model                                 PP / mode           expected outcome
+=====================  ===================================  ==================  ==========================
+``pp1``                ``diffusion-gemma-tiny`` (post-fix)   1                   ok
+``pp2-pre-fix``        ``...@pre-45828`` (SupportsPP)        2 / generic         warmup-crash (int64 assert)
+``pp2-pre-fix-int64``  ``...@pre-45828``                     2 / generic-int64   diverged (stale rank 0)
+``pp2-gated``          ``diffusion-gemma-tiny`` (post-fix)   2                   startup-rejected
+``pp2-state-sync``     ``...@pre-45828``                     2 / state-sync      ok, equal to pp1
+=====================  ===================================  ==================  ==========================
+
+Everything reported (text, errors, divergence, bytes) comes from the run's trace.
+"""
+
+from __future__ import annotations
+
+from explainer import task
+from explainer.config import PipelineParallelNotSupportedError
+from explainer.engine import LLMEngine, RankFailure, error_summary
+from explainer.registry import DEFAULT_MODEL
+from explainer.scenario import ScenarioResult, scenario
+from explainer.trace import Trace
+
+DEMO_PROMPT = "451"            # the demo prompt: under the generic PP path its text visibly diverges
+DEMO_SEED = 0
+DEMO_MAX_TOKENS = task.MAX_CANVASES * task.CANVAS_LENGTH
+PRE_FIX_MODEL = f"{DEFAULT_MODEL}@pre-45828"
+
+
+def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "generic",
+             prompt: str = DEMO_PROMPT, seed: int = DEMO_SEED) -> ScenarioResult:
+    """Start an engine and generate ``prompt``; classify what happened (without comparing to PP=1)."""
+    trace = Trace(meta={"scenario": name, "prompt": prompt, "model": model, "pp_size": pp, "pp_mode": mode,
+                        "backend": backend})
+    res = ScenarioResult(scenario=name, pp_size=pp, backend=backend, outcome="ok", trace=trace)
+    try:
+        engine = LLMEngine.from_engine_args(trace, model=model, pipeline_parallel_size=pp, pp_mode=mode,
+                                            distributed_executor_backend=backend, seed=seed)
+    except PipelineParallelNotSupportedError as exc:
+        res.outcome, res.error = "startup-rejected", error_summary(exc)
+        res.details = {"is_NotImplementedError": isinstance(exc, NotImplementedError),
+                       "is_ValueError": isinstance(exc, ValueError),
+                       "startup_check_ms": round(trace.events[-1].data["ms"], 3)}
+        return res
+    except RankFailure as exc:
+        return _crashed(res, exc)
+    res.processes_started = engine.processes_started
+    try:
+        out = engine.generate([task.encode(prompt)], max_tokens=DEMO_MAX_TOKENS, seeds=[seed])[0]
+    except RankFailure as exc:
+        return _crashed(res, exc)
+    res.output_text = task.decode(out.output_token_ids)
+    res.bytes_per_step = trace.bytes_per_step()
+    res.details = {"output_token_ids": out.output_token_ids, "engine_steps": out.num_steps, "pp_mode": mode,
+                   "model": model}
+    return res
+
+
+def _crashed(res: ScenarioResult, exc: RankFailure) -> ScenarioResult:
+    res.outcome = "warmup-crash" if exc.warmup else "runtime-error"
+    res.error = error_summary(exc.cause)
+    res.processes_started = exc.processes_started
+    res.bytes_per_step = res.trace.bytes_per_step(include_warmup=True)
+    res.details = {"failed_rank": exc.rank, "failed_phase": exc.phase,
+                   "ranks": [{"rank": r, "phase": p, **error_summary(e)} for r, p, e in exc.failures]}
+    return res
+
+
+def _compare_to_pp1(res: ScenarioResult, backend: str) -> ScenarioResult:
+    """Name the first internal divergence and the first engine step whose tokens differ from PP=1."""
+    if res.outcome != "ok":
+        return res
+    ref = run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1)
+    div = res.trace.first_divergence()
+    res.first_divergence = div
+    fields = sorted({f for d in res.trace.divergences() for f in d["fields"]})
+    res.details.update(pp1_text=ref.output_text, identical_to_pp1=res.details["output_token_ids"] ==
+                       ref.details["output_token_ids"],
+                       output_divergence_step=res.trace.first_output_divergence(ref.trace),
+                       fields_diverged_during_run=fields)
+    if div is not None or not res.details["identical_to_pp1"]:
+        res.outcome = "diverged"
+    return res
+
+
+# ---- the readable per-rank summary -----------------------------------------------------------------------
+def summarize(res: ScenarioResult) -> str:
+    t, d = res.trace, res.details
+    mode = d.get("pp_mode") or t.meta.get("pp_mode", "")
+    lines = [f"{res.scenario}: model {t.meta.get('model', '-')}, PP={res.pp_size}"
+             + (f" ({mode})" if mode else "") + f", backend {res.backend} -> outcome: {res.outcome}"]
+    if res.error:
+        lines.append(f"  error: {res.error['type']}: {res.error['message']}")
+    if res.outcome == "startup-rejected":
+        lines.append(f"  rejected by the startup check (EngineConfig.__post_init__) in {d['startup_check_ms']} ms: "
+                     f"no rank, runner, group or process was created")
+    for r in d.get("ranks", []):
+        lines.append(f"  rank {r['rank']} stopped in {r['phase']}: {r['type']}: {r['message']}")
+    if res.output_text is not None:
+        lines.append(f"  prompt {t.meta.get('prompt')!r} -> {res.output_text!r}"
+                     + (f"   (PP=1: {d['pp1_text']!r})" if "pp1_text" in d else ""))
+    div = res.first_divergence
+    if div:
+        vals = ", ".join(f"{f} (rank {div['rank']}: {v['rank']}, owner: {v['owner']})"
+                         for f, v in div["values"].items())
+        lines.append(f"  first divergence: engine step {div['step']}, rank {div['rank']} {div['phase']} reads {vals}")
+    if d.get("output_divergence_step") is not None:
+        lines.append(f"  output tokens first differ from PP=1 at engine step {d['output_divergence_step']}")
+    for rank, (start, end) in sorted(t.meta.get("layers", {}).items(), key=lambda kv: int(kv[0])):
+        lines.append(f"  rank {rank} (layers {start}..{end - 1}"
+                     + (", sampler" if int(rank) == res.pp_size - 1 else "") + "): " + _rank_story(t, int(rank)))
+    if res.bytes_per_step:
+        lines.append("  bytes per step: " + ", ".join(f"{k} {v}" for k, v in sorted(res.bytes_per_step.items())))
+    return "\n".join(lines)
+
+
+def _rank_story(trace: Trace, rank: int) -> str:
+    reads = [e for e in trace.select(rank=rank, phase="prepare")]
+    if not reads:
+        return "no user step run" + (" (stopped in warmup)" if trace.select(rank=rank, warmup=True) else "")
+    causal = sum(v["is_encoder_phase"] for e in reads for v in _batch_views(e))
+    sc = sum(v["self_conditioning_embeds"] > 0 for e in reads for v in _batch_views(e))
+    total = sum(len(e.reads) for e in reads)
+    return (f"{len(reads)} steps; saw is_encoder_phase=True (causal) in {causal}/{total} request-steps, "
+            f"non-zero self-conditioning in {sc}")
+
+
+def _batch_views(e):
+    view = e.views.get(e.rank, {})
+    return [view[r] for r in e.reads if r in view]
+
+
+def _finish(res: ScenarioResult) -> ScenarioResult:
+    res.summary = summarize(res)
+    return res
+
+
+# ---- the scenarios ---------------------------------------------------------------------------------------
+@scenario("pp1", "PP=1 on the post-#45828 model: the reference output")
+def pp1(backend: str = "inprocess") -> ScenarioResult:
+    return _finish(run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1))
+
+
+@scenario("pp2-pre-fix", "PP=2 on the pre-#45828 model: the int32 sampled ids trip the int64 assert in warmup")
+def pp2_pre_fix(backend: str = "inprocess") -> ScenarioResult:
+    return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2))
+
+
+@scenario("pp2-pre-fix-int64", "PP=2 pre-#45828 with the ids cast to int64: rank 0 reads stale state, text diverges")
+def pp2_pre_fix_int64(backend: str = "inprocess") -> ScenarioResult:
+    res = run_demo("pp2-pre-fix-int64", backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64")
+    return _finish(_compare_to_pp1(res, backend))
+
+
+@scenario("pp2-gated", "PP=2 on the post-#45828 model: rejected by the startup check before any rank exists")
+def pp2_gated(backend: str = "inprocess") -> ScenarioResult:
+    return _finish(run_demo("pp2-gated", backend, model=DEFAULT_MODEL, pp=2))
+
+
+@scenario("pp2-state-sync", "PP=2 with the sampler-owned state broadcast (open PR #52015): equal to PP=1")
+def pp2_state_sync(backend: str = "inprocess") -> ScenarioResult:
+    res = run_demo("pp2-state-sync", backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync")
+    return _finish(_compare_to_pp1(res, backend))
+

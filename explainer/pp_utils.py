@@ -1,0 +1,94 @@
+"""``PPHandler``: what crosses pipeline stages (vLLM ``v1/worker/gpu/pp_utils.py``, synchronous as in #33960).
+
+Forward path: a non-last rank sends its ``IntermediateTensors`` to the next rank; a non-first rank
+receives them and copies them into its persistent buffer (``make_empty_intermediate_tensors``).
+
+Back-channel from the last rank, after sampling. Generic modes send exactly what vLLM sends:
+
+    sampled_token_ids   [num_reqs, num_spec + 1] int64   (vLLM first asserts int64: the warmup crash)
+    num_sampled_num_rejected  [2, num_reqs] int32
+
+Receivers pre-allocate both. Mode ``state-sync`` (open vLLM PR #52015) also broadcasts what every rank
+reads: ``draft_tokens`` [num_reqs, CL] int64 and ``is_encoder_phase`` [num_reqs] bool, and sends
+``self_conditioning_embeds`` [num_reqs, CL, H] fp32 to the first rank. Every transfer is traced with
+its bytes (on the sender's event).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from explainer.trace import Trace, Transfer
+
+STATE_SYNC_FIELDS = ("draft_tokens", "is_encoder_phase", "self_conditioning_embeds")
+
+
+def _transfer(sender: int, receiver: int, name: str, t: torch.Tensor, op: str) -> Transfer:
+    return Transfer(sender, receiver, name, str(t.dtype).removeprefix("torch."), list(t.shape),
+                    t.numel() * t.element_size(), op)
+
+
+class PPHandler:
+    def __init__(self, group, trace: Trace, *, num_spec: int, hidden_size: int, mode: str):
+        self.group, self.trace, self.mode = group, trace, mode
+        self.num_spec, self.hidden_size = num_spec, hidden_size
+        self.rank, self.last = group.rank_in_group, group.world_size - 1
+
+    @property
+    def enabled(self) -> bool:
+        return self.group.world_size > 1
+
+    # ---- forward path ----------------------------------------------------------------------
+    def send_intermediate_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        dst = self.rank + 1
+        self.group.send_tensor_dict(tensors, dst=dst)
+        self.trace.record(self.rank, "send", f"IntermediateTensors -> rank {dst}",
+                          transfers=[_transfer(self.rank, dst, k, v, "send") for k, v in tensors.items()])
+
+    def recv_intermediate_tensors(self, buffer, num_tokens: int) -> dict[str, torch.Tensor]:
+        """Receive from the previous rank into the persistent buffer [1, max_tokens, H]; return views."""
+        received = self.group.recv_tensor_dict(src=self.rank - 1)
+        out = {}
+        for name, tensor in received.items():
+            buffer[name][:, :num_tokens].copy_(tensor)
+            out[name] = buffer[name][:, :num_tokens]
+        self.trace.record(self.rank, "recv", f"IntermediateTensors <- rank {self.rank - 1}, "
+                          f"copied into the persistent buffer ({num_tokens} tokens)")
+        return out
+
+    # ---- back-channel ------------------------------------------------------------------------
+    def broadcast(self, sampled_token_ids: torch.Tensor, num_sampled: torch.Tensor, num_rejected: torch.Tensor,
+                  synced: dict[str, torch.Tensor] | None = None) -> None:
+        """Last rank. ``synced``: the state-sync fields for this batch (ignored in generic modes)."""
+        assert sampled_token_ids.dtype == torch.int64
+        n, width = sampled_token_ids.shape
+        padded = torch.zeros(n, self.num_spec + 1, dtype=torch.int64)     # pad to max_sample_len
+        padded[:, :width] = sampled_token_ids
+        counts = torch.stack([num_sampled, num_rejected]).to(torch.int32)
+        tensors = {"sampled_token_ids": padded, "num_sampled_num_rejected": counts}
+        if self.mode == "state-sync":
+            tensors["draft_tokens"] = synced["draft_tokens"].to(torch.int64).contiguous()
+            tensors["is_encoder_phase"] = synced["is_encoder_phase"].to(torch.bool).contiguous()
+        transfers = []
+        for name, tensor in tensors.items():
+            self.group.broadcast(tensor, src=self.last)
+            transfers += [_transfer(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
+        if self.mode == "state-sync":
+            sc = synced["self_conditioning_embeds"].contiguous()
+            self.group.send_tensor_dict({"self_conditioning_embeds": sc}, dst=0)
+            transfers.append(_transfer(self.last, 0, "self_conditioning_embeds", sc, "send"))
+        self.trace.record(self.rank, "broadcast", f"back-channel ({self.mode}) -> ranks 0..{self.last - 1}",
+                          transfers=transfers)
+
+    def receive(self, num_reqs: int) -> dict[str, torch.Tensor]:
+        """Non-last rank: pre-allocate, then take the last rank's back-channel tensors."""
+        out = {"sampled_token_ids": torch.empty(num_reqs, self.num_spec + 1, dtype=torch.int64),
+               "num_sampled_num_rejected": torch.empty(2, num_reqs, dtype=torch.int32)}
+        if self.mode == "state-sync":
+            out["draft_tokens"] = torch.empty(num_reqs, self.num_spec, dtype=torch.int64)
+            out["is_encoder_phase"] = torch.empty(num_reqs, dtype=torch.bool)
+        for tensor in out.values():
+            self.group.broadcast(tensor, src=self.last)
+        if self.mode == "state-sync" and self.rank == 0:
+            out.update(self.group.recv_tensor_dict(src=self.last))
+        return out
