@@ -54,6 +54,7 @@ CSS = """<style>
 .xp-frame .xp-yes{color:#2e7d32;font-weight:600}.xp-frame .xp-no{color:#c62828;font-weight:600}
 .xp-frame .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-frame .xp-legend .xp-cell{font-size:11px;min-width:1.2em}
+.xp-frame .xp-legend .xp-item{white-space:nowrap;margin-right:6px}
 .xp-frame table.xp-summary{border-collapse:collapse}
 .xp-frame table.xp-summary td,.xp-frame table.xp-summary th{border:1px solid #ddd;padding:2px 6px;text-align:left}
 </style>"""
@@ -85,10 +86,6 @@ class Glyphs:
         text = self.vocab[token]
         return "␣" if text == " " else text
 
-    def text(self, tokens) -> str:
-        """Readable string of a token row (special glyphs kept)."""
-        return "".join(self(t) for t in tokens)
-
 
 def _cell(glyphs: Glyphs, token: int, state: str, title: str = "") -> str:
     extra = " xp-pad" if int(token) in glyphs.pad else ""
@@ -104,7 +101,8 @@ def legend(fid: str = "xp") -> str:
              ("renoised", "a", "renoised: fresh uniform random token"),
              ("draft", "a", "argmax draft (staged)"),
              ("committed", "a", "committed argmax (last step)")]
-    swatches = " ".join(f'<span class="xp-cell xp-{c}">{g}</span> {escape(t)}' for c, g, t in items)
+    swatches = " ".join(f'<span class="xp-item"><span class="xp-cell xp-{c}">{g}</span> {escape(t)}</span>'
+                        for c, g, t in items)
     return (f'<div class="xp-legend" id="{fid}-legend"><b>legend</b> {swatches}<br>'
             '<span class="xp-cell">␣</span> space <span class="xp-cell xp-pad">·</span> pad '
             '<span class="xp-cell">⏎</span> end of text; bar = entropy of the processed logits '
@@ -254,6 +252,18 @@ def canvas_frames(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None
     return frames
 
 
+def _runs(counts: list[int]) -> str:
+    """[8, 7, 8, 8, 8] -> '8 · 7 · 8 ×3' (runs of 3 or more are folded)."""
+    out, i = [], 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        out += [f"{counts[i]} ×{j - i}"] if j - i >= 3 else [str(counts[i])] * (j - i)
+        i = j
+    return " · ".join(out)
+
+
 def render_summary(recorder: StepRecorder, *, vocab: Sequence[str] | None = None, config: Mapping | None = None,
                    row: int = 0) -> str:
     """One table row per canvas: steps taken, accepted count per step, stopping reason, committed tokens."""
@@ -263,7 +273,7 @@ def render_summary(recorder: StepRecorder, *, vocab: Sequence[str] | None = None
     rows, forwards, tokens = [], 0, 0
     for index, steps in sorted(_by_canvas(recorder).items()):
         n, reason = _stop_reason(steps, row, cfg)
-        accepted = " · ".join(str(int(r.accepted[row].sum())) for r in steps[:n])
+        accepted = _runs([int(r.accepted[row].sum()) for r in steps[:n]])
         commit = commits.get(index)
         appended = "".join(_cell(glyphs, t, "committed") for t in commit.committed[row].tolist()) if commit else "—"
         finished = commit is not None and bool(commit.finished[row])

@@ -156,7 +156,7 @@ def test_step_budget_and_frozen_rows():
     assert "step budget used up" in row1[3]
     summary = rc.render_summary(rec, vocab=VOCAB, config=cfg, row=1)
     assert "step budget (4) used up" in summary
-    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>4</td><td>1 · 1 · 1 · 1</td>', summary)
+    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>4</td><td>1 ×4</td>', summary)
 
 
 def test_summary_table():
@@ -205,3 +205,8 @@ def test_hf_tiny_is_the_reference_recipe():
     assert model.config.canvas_length == 8 and model.config.text_config.vocab_size == 128
     again = tiny_hf_model(seed=0)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_accepted_counts_fold_long_runs():
+    assert rc._runs([8, 7, 8, 8, 8]) == "8 · 7 · 8 ×3"
+    assert rc._runs([4, 4]) == "4 · 4" and rc._runs([]) == ""
