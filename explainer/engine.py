@@ -5,16 +5,21 @@ The scheduler schedules a request's prompt tokens once, then ``canvas_length`` d
 (``num_computed_tokens`` rolls back); a commit step emits ``canvas_length`` tokens. A request finishes
 on EOS (kept, the rest of the canvas dropped) or at ``max_tokens`` (truncated, as vLLM).
 
-``InProcessExecutor`` runs every rank in this process, in lockstep: ``execute_model`` in rank order
-(sends before receives), then ``sample_tokens`` from the last rank down (broadcast before receive). A
-rank that raises is recorded in the trace and the others carry on to their next blocking call, which
-then reports what it was waiting for, instead of hanging. ``processes`` (one rank per process over the
-real ``GroupCoordinator``) plugs in through ``EXECUTORS``.
+Two backends run the same per-rank code (``ModelRunner.execute_model`` then ``sample_tokens``; only the
+blocking group calls synchronise ranks):
+
+* ``inprocess``: every rank in this process, in lockstep over ``distributed/inprocess.py``:
+  ``execute_model`` in rank order (sends before receives), then ``sample_tokens`` from the last rank
+  down (broadcast before receive). A rank that raises is recorded in the trace and the others carry on
+  to their next blocking call, which reports what it was waiting for instead of hanging.
+* ``processes``: one real process per rank over ``distributed/parallel_state.py`` (gloo, shared memory),
+  with the scheduler replicated on every rank; the per-rank traces are merged in the same order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import traceback
 from collections import deque
@@ -23,12 +28,12 @@ from dataclasses import dataclass, field
 import torch
 
 from explainer.config import EngineConfig
-from explainer.distributed.inprocess import InProcessWorld, NothingPendingError
+from explainer.distributed.inprocess import InProcessWorld
 from explainer.errors import UsageError
 from explainer.interfaces import supports_pp
 from explainer.registry import ModelRegistry
 from explainer.runner import ModelRunner, ModelRunnerOutput, NewRequestData, SchedulerOutput
-from explainer.trace import Trace
+from explainer.trace import EXECUTE_PHASES, SAMPLE_PHASES, Trace
 from explainer.warmup import warmup_kernels
 
 
@@ -126,17 +131,31 @@ class Scheduler:
 
 
 # ---- executors -----------------------------------------------------------------------------------------
+class RankError(Exception):
+    """A failure raised in a rank process, rebuilt in the driver from its type name and message."""
+
+    def __init__(self, type_name: str, message: str):
+        super().__init__(message)
+        self.type_name = type_name
+
+
 class RankFailure(RuntimeError):
-    """One or more ranks raised during a step. ``cause`` is the root failure (not a starved receive)."""
+    """One or more ranks raised during a step. ``cause`` is the root failure, not a rank that was only
+    left waiting for it (a ``TimeoutError``: nothing pending, peer gone, timed out)."""
 
     processes_started = 0
 
     def __init__(self, failures: list[tuple[int, str, BaseException]], warmup: bool):
         self.failures, self.warmup = failures, warmup
-        roots = [f for f in failures if not isinstance(f[2], NothingPendingError)] or failures
+        roots = [f for f in failures if not _starved(f[2])] or failures
         self.rank, self.phase, self.cause = roots[0]
         super().__init__("; ".join(f"rank {r} in {p}: {error_summary(e)['type']}: {error_summary(e)['message']}"
                                    for r, p, e in failures))
+
+
+def _starved(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or getattr(exc, "type_name", None) in (
+        "NothingPendingError", "PeerGoneError", "TimeoutError", "ProcessDied")
 
 
 def error_summary(exc: BaseException) -> dict:
@@ -144,18 +163,20 @@ def error_summary(exc: BaseException) -> dict:
     message = str(exc)
     if not message and exc.__traceback__ is not None:
         message = (traceback.extract_tb(exc.__traceback__)[-1].line or "").strip()
-    return {"type": type(exc).__name__, "message": message}
+    return {"type": getattr(exc, "type_name", type(exc).__name__), "message": message}
 
 
 class InProcessExecutor:
-    """All ranks in this process, each with its own ``ModelRunner`` over an in-process PP group."""
+    """Ranks in this process, each a ``ModelRunner`` over its PP group (all ranks of an in-process world,
+    or, with ``group``, the one rank of a real ``GroupCoordinator`` this process owns)."""
 
     processes_started = 0
 
-    def __init__(self, config: EngineConfig, trace: Trace):
+    def __init__(self, config: EngineConfig, trace: Trace, group=None):
         self.config, self.trace = config, trace
-        self.world = InProcessWorld(config.pipeline_parallel_size)
-        self.workers = [ModelRunner(config, group, trace) for group in self.world.groups()]
+        self.world = InProcessWorld(config.pipeline_parallel_size) if group is None else None
+        groups = self.world.groups() if group is None else [group]
+        self.workers = [ModelRunner(config, g, trace) for g in groups]
 
     def execute_model(self, so: SchedulerOutput) -> ModelRunnerOutput | None:
         failed: list[tuple[int, str, BaseException]] = []
@@ -166,37 +187,94 @@ class InProcessExecutor:
             if any(r == w.rank for r, _, _ in failed):
                 continue
             result = self._run(w, w.sample_tokens, failed)
-            if w.is_last_rank:
-                output = result
+            output = output or result
         if failed:
             raise RankFailure(failed, so.warmup)
         return output
 
     def shutdown(self) -> None:
-        """Nothing to stop in-process (a processes executor joins its workers here)."""
+        """Nothing to stop in-process."""
 
     def _run(self, worker: ModelRunner, fn, failed: list):
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - every rank's failure is reported, none is lost
-            phase = worker.phase if worker.phase in ("prepare", "recv", "forward", "send", "sample",
-                                                     "broadcast", "receive") else "prepare"
+            phase = worker.phase if worker.phase in EXECUTE_PHASES + SAMPLE_PHASES else "prepare"
             err = error_summary(exc)
             self.trace.record(worker.rank, phase, f"{err['type']}: {err['message']}", data={"error": err})
             failed.append((worker.rank, phase, exc))
             return None
 
 
-class ProcessesBackendUnavailable(UsageError):
-    pass
+class ProcessesExecutor:
+    """One real process per rank (``distributed.launch``; the ``GroupCoordinator`` of
+    ``distributed.parallel_state``), each running the same ``ModelRunner``, warmup and step loop.
+
+    The scheduler is replicated on every rank: its inputs (the requests, then each step's back-channel)
+    are identical everywhere, so every rank schedules the same steps without a scheduler process.
+    A ``generate`` call is one launch: warmup, then the requests, then the processes exit. Each rank
+    returns its own trace; the driver merges them in the in-process backend's order.
+    """
+
+    def __init__(self, config: EngineConfig, trace: Trace, timeout: float = 120.0):
+        self.config, self.trace, self.timeout = config, trace, timeout
+        self.processes_started = 0
+
+    def run(self, requests: list[Request]) -> dict[str, RequestOutput]:
+        from explainer.distributed.launch import launch
+        pp = self.config.pipeline_parallel_size
+        results = launch(_rank_program, pp, args=(self.config, requests), timeout=self.timeout)
+        self.processes_started += pp
+        parts = {r.rank: r.value for r in results if r.ok}
+        self.trace.append_rank_traces([parts[r]["trace"] for r in sorted(parts)])
+        failures = [(e.rank, e.phase, RankError(e.data["error"]["type"], e.data["error"]["message"]), e.warmup)
+                    for e in self.trace.events if e.rank is not None and "error" in e.data and e.rank in parts]
+        failures += [(r.rank, "process", RankError(r.error_type, r.error_message), False)
+                     for r in results if not r.ok]
+        if failures:
+            exc = RankFailure([f[:3] for f in failures], warmup=failures[0][3])
+            exc.processes_started = self.processes_started
+            raise exc
+        return {o["req_id"]: RequestOutput(**o) for o in parts[pp - 1]["outputs"]}
+
+    def shutdown(self) -> None:
+        """Rank processes end with each ``run`` (launch joins them, or ends them by pid)."""
 
 
-def _processes_executor(config: EngineConfig, trace: Trace):
-    raise ProcessesBackendUnavailable(
-        "the 'processes' backend of the PP engine is not yet available; use backend 'inprocess'")
+def _rank_program(config: EngineConfig, requests: list[Request]) -> dict:
+    """Body of one rank process: this rank's runner over the real PP group, warmup, the step loop."""
+    from explainer.distributed.parallel_state import initialize_pp_group
+    trace = Trace()
+    executor = InProcessExecutor(config, trace, group=initialize_pp_group(config.pipeline_parallel_size))
+    outputs: dict[str, RequestOutput] = {}
+    try:
+        if config.warmup:
+            warmup_kernels(executor, config)
+        scheduler = Scheduler(config)
+        for req in requests:
+            scheduler.add_request(req)
+        outputs = run_until_done(scheduler, executor)
+    except RankFailure:
+        pass                                      # recorded in the trace; the driver reports it
+    return {"trace": trace.to_json(), "outputs": [dataclasses.asdict(o) for o in outputs.values()]}
 
 
-EXECUTORS = {"inprocess": InProcessExecutor, "processes": _processes_executor}
+def run_until_done(scheduler: Scheduler, executor, on_finish=None) -> dict[str, RequestOutput]:
+    """The engine loop: schedule, execute, update, until every request finished; then free the slots."""
+    done: dict[str, RequestOutput] = {}
+    while scheduler.has_unfinished_requests():
+        so = scheduler.schedule()
+        for out in scheduler.update_from_output(so, executor.execute_model(so)):
+            done[out.req_id] = out
+            if on_finish:
+                on_finish(out)
+    if scheduler.finished_req_ids:                 # let every rank free the finished slots
+        executor.execute_model(SchedulerOutput(scheduler.step, finished_req_ids=scheduler.finished_req_ids))
+        scheduler.finished_req_ids = []
+    return done
+
+
+EXECUTORS = {"inprocess": InProcessExecutor, "processes": ProcessesExecutor}
 
 
 @contextlib.contextmanager
@@ -232,13 +310,17 @@ def startup_check(trace: Trace, **engine_args) -> EngineConfig:
 
 
 class LLMEngine:
+    """``from_engine_args(**kw)`` runs the startup check, builds the executor and (in-process) warms up.
+    With ``processes`` nothing starts until ``generate``: each call launches the rank processes, which
+    warm up and then serve the requests."""
+
     def __init__(self, config: EngineConfig, trace: Trace | None = None):
         self.config = config
         self.trace = trace if trace is not None else Trace()
         self.trace.meta.update(model=config.model, pp_size=config.pipeline_parallel_size, pp_mode=config.pp_mode,
                                backend=config.distributed_executor_backend, canvas_length=config.canvas_length)
         self.executor = EXECUTORS[config.distributed_executor_backend](config, self.trace)
-        if config.warmup:
+        if config.warmup and isinstance(self.executor, InProcessExecutor):
             try:
                 with one_torch_thread():
                     warmup_kernels(self.executor, config)
@@ -278,22 +360,24 @@ class LLMEngine:
         return req_id
 
     def step(self) -> list[RequestOutput]:
+        if not isinstance(self.executor, InProcessExecutor):
+            raise UsageError("step() drives ranks one step at a time: use the 'inprocess' backend "
+                             "('processes' serves whole generate() calls)")
         so = self.scheduler.schedule()
-        out = self.executor.execute_model(so)
+        with one_torch_thread():
+            out = self.executor.execute_model(so)
         return self.scheduler.update_from_output(so, out)
 
     def generate(self, prompts: list[list[int]], max_tokens: int, seeds: list[int] | None = None,
                  on_finish=None) -> list[RequestOutput]:
         ids = [self.add_request(p, max_tokens, None if seeds is None else seeds[i]) for i, p in enumerate(prompts)]
-        done: dict[str, RequestOutput] = {}
-        with one_torch_thread():
-            while self.scheduler.has_unfinished_requests():
-                for out in self.step():
-                    done[out.req_id] = out
-                    if on_finish:
-                        on_finish(out)
-            if self.scheduler.finished_req_ids:      # let every rank free the finished slots
-                self.executor.execute_model(SchedulerOutput(self.scheduler.step,
-                                                            finished_req_ids=self.scheduler.finished_req_ids))
-                self.scheduler.finished_req_ids = []
+        if isinstance(self.executor, ProcessesExecutor):
+            requests, self.scheduler.waiting = list(self.scheduler.waiting), deque()
+            done = self.executor.run(requests)
+            for out in done.values():
+                if on_finish:
+                    on_finish(out)
+        else:
+            with one_torch_thread():
+                done = run_until_done(self.scheduler, self.executor, on_finish)
         return [done[i] for i in ids]

@@ -45,11 +45,11 @@ def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "gener
         return res
     except RankFailure as exc:
         return _crashed(res, exc)
-    res.processes_started = engine.processes_started
     try:
         out = engine.generate([task.encode(prompt)], max_tokens=DEMO_MAX_TOKENS, seeds=[seed])[0]
     except RankFailure as exc:
         return _crashed(res, exc)
+    res.processes_started = engine.processes_started
     res.output_text = task.decode(out.output_token_ids)
     res.bytes_per_step = trace.bytes_per_step()
     res.details = {"output_token_ids": out.output_token_ids, "engine_steps": out.num_steps, "pp_mode": mode,

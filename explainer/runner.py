@@ -9,7 +9,8 @@ state (``DiffusionGemmaRequestStates``, reference §1.3). Only the last rank bui
                                       # prepare_attn (every rank: causal flags from is_encoder_phase),
                                       # recv -> forward -> send
     sample_tokens()                   # last rank: logits -> sampler -> back-channel broadcast;
-                                      # others: receive it; everyone: post_update (rollback)
+                                      # others: receive it; everyone: post_update (rollback) and
+                                      # returns the step's ModelRunnerOutput as it knows it
 
 and only the blocking group calls synchronise ranks, so the same code runs ranks in one process
 (``distributed/inprocess.py``) or one rank per process.
@@ -339,10 +340,12 @@ class ModelRunner:
                                                for k in outputs[0].keys()})
 
     @torch.no_grad()
-    def sample_tokens(self) -> ModelRunnerOutput | None:
+    def sample_tokens(self) -> ModelRunnerOutput:
+        """Last rank: sample, broadcast the back-channel. Others: receive it. Every rank then runs
+        post_update and returns the step's output as this rank knows it (identical on every rank)."""
         batch = self._batch
         if batch is None or not batch.req_ids:
-            return ModelRunnerOutput([], [], [], {}) if self.is_last_rank else None
+            return ModelRunnerOutput([], [], [], {})
         if self.is_last_rank:
             self.phase = "sample"
             logits = {i: self.model.compute_logits(h) for i, h in self._hidden.items()}
@@ -360,22 +363,22 @@ class ModelRunner:
                     "is_encoder_phase": st.is_encoder_phase[batch.slots],
                     "self_conditioning_embeds": st.self_conditioning_embeds[batch.slots]})
             self._post_update(batch, sampled, num_sampled, num_rejected)
-            return ModelRunnerOutput(
-                list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
-                num_rejected.tolist(),
-                {rid: self.req_states.draft_tokens[s].tolist() for rid, s in zip(batch.req_ids, batch.slots)})
-        self.phase = "receive"
-        got = self.pp.receive(len(batch.slots))
-        counts = got["num_sampled_num_rejected"]
-        if self.config.pp_mode == "state-sync":
-            self.req_states.draft_tokens[batch.slots] = got["draft_tokens"]
-            self.model_state.req_states.is_encoder_phase[batch.slots] = got["is_encoder_phase"]
-            if "self_conditioning_embeds" in got:
-                self.model_state.req_states.self_conditioning_embeds[batch.slots] = got["self_conditioning_embeds"]
-        self._post_update(batch, got["sampled_token_ids"], counts[0], counts[1])
-        self.trace.record(self.rank, "receive", f"back-channel <- rank {self.world_size - 1}: "
-                          f"{', '.join(got)}; post_update")
-        return None
+        else:
+            self.phase = "receive"
+            got = self.pp.receive(len(batch.slots))
+            sampled, (num_sampled, num_rejected) = got["sampled_token_ids"], got["num_sampled_num_rejected"]
+            if self.config.pp_mode == "state-sync":
+                self.req_states.draft_tokens[batch.slots] = got["draft_tokens"]
+                self.model_state.req_states.is_encoder_phase[batch.slots] = got["is_encoder_phase"]
+                if "self_conditioning_embeds" in got:
+                    self.model_state.req_states.self_conditioning_embeds[batch.slots] = got["self_conditioning_embeds"]
+            self._post_update(batch, sampled, num_sampled, num_rejected)
+            self.trace.record(self.rank, "receive", f"back-channel <- rank {self.world_size - 1}: "
+                              f"{', '.join(got)}; post_update")
+        return ModelRunnerOutput(
+            list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
+            [int(n) for n in num_rejected],
+            {rid: self.req_states.draft_tokens[s].tolist() for rid, s in zip(batch.req_ids, batch.slots)})
 
     def _post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected) -> None:
         """num_computed_tokens -= num_rejected (denoise rolls back; KV truncated); append sampled."""

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 PHASES = ("startup-check", "prepare", "forward", "send", "recv", "sample", "broadcast", "receive", "warmup")
+EXECUTE_PHASES = ("prepare", "recv", "forward", "send")      # a rank's execute_model half of a step
+SAMPLE_PHASES = ("sample", "broadcast", "receive")          # its sample_tokens half
 VIEW_FIELDS = ("canvas", "draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "step",
                "num_computed_tokens")
 
@@ -63,7 +65,7 @@ class Trace:
         if not self.enabled:
             return
         self._sources[rank] = view_fn
-        self._views[rank] = view_fn()
+        self._views = {**self._views, rank: view_fn()}        # events keep the dict they were given
 
     def set_step(self, step: int, warmup: bool = False) -> None:
         self.step, self.warmup = step, warmup
@@ -162,6 +164,31 @@ class Trace:
             })
         initial = self.events[0].views if self.events else self._views
         return {"meta": self.meta, "initial_views": {str(r): v for r, v in initial.items()}, "events": events}
+
+    def append_rank_traces(self, parts: list[dict]) -> None:
+        """Merge per-rank traces (each rank process's ``to_json()``, rank 0 first) into this one, in the
+        in-process backend's lockstep order: per (warmup, step), engine events (rank 0's copy), then the
+        ``execute_model`` half in rank order, then the ``sample_tokens`` half from the last rank down."""
+        ranks = [Trace.from_json(p) for p in parts]
+        keys: dict[tuple, None] = {}
+        for t in ranks:
+            keys.update({(e.warmup, e.step): None for e in t.events})
+        views = dict(self.events[-1].views if self.events else self._views)
+        for t in ranks:
+            views.update({r: v for r, v in (t.events[0].views if t.events else {}).items() if r not in views})
+            for name, value in t.meta.items():
+                if isinstance(value, dict):
+                    self.meta.setdefault(name, {}).update(value)
+        for key in keys:
+            of = [[e for e in t.events if (e.warmup, e.step) == key] for t in ranks]
+            ordered = [e for e in of[0] if e.rank is None]
+            ordered += [e for evs in of for e in evs if e.rank is not None and e.phase in EXECUTE_PHASES]
+            ordered += [e for evs in reversed(of) for e in evs if e.rank is not None and e.phase in SAMPLE_PHASES]
+            for e in ordered:
+                if e.rank is not None:
+                    views = {**views, e.rank: e.views.get(e.rank, {})}
+                self.events.append(Event(len(self.events), e.step, e.rank, e.phase, e.detail, e.transfers, views,
+                                         e.reads, e.warmup, e.data))
 
     @classmethod
     def from_json(cls, data: dict | str) -> "Trace":

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from explainer import task
-from explainer.engine import LLMEngine
+from explainer.engine import LLMEngine, one_torch_thread
 from explainer.errors import UsageError
 from explainer.model import CachedLM, load_pretrained
 from explainer.sampler import generate
@@ -22,12 +22,14 @@ def whole_model():
 
 
 def oracle(model, prompt, seed, cfg, max_tokens=MAX_TOKENS):
-    seq = generate(CachedLM(model), torch.tensor([prompt]), canvas_length=cfg.canvas_length,
-                   max_new_tokens=max_tokens, max_denoising_steps=cfg.max_denoising_steps,
-                   entropy_bound=cfg.entropy_bound, t_min=cfg.t_min, t_max=cfg.t_max,
-                   stability_threshold=cfg.stability_threshold, confidence_threshold=cfg.confidence_threshold,
-                   eos_token_id=cfg.eos_token_id, pad_token_id=task.PAD_ID,
-                   generator=torch.Generator().manual_seed(seed))
+    """``explainer.sampler.generate`` for one request, cut like the engine (after EOS, at max_tokens)."""
+    with one_torch_thread():
+        seq = generate(CachedLM(model), torch.tensor([prompt]), canvas_length=cfg.canvas_length,
+                       max_new_tokens=max_tokens, max_denoising_steps=cfg.max_denoising_steps,
+                       entropy_bound=cfg.entropy_bound, t_min=cfg.t_min, t_max=cfg.t_max,
+                       stability_threshold=cfg.stability_threshold, confidence_threshold=cfg.confidence_threshold,
+                       eos_token_id=cfg.eos_token_id, pad_token_id=task.PAD_ID,
+                       generator=torch.Generator().manual_seed(seed))
     out = seq[0, len(prompt):].tolist()
     return out[: out.index(cfg.eos_token_id) + 1] if cfg.eos_token_id in out else out[:max_tokens]
 

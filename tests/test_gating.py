@@ -193,12 +193,15 @@ def test_bad_values_name_value_and_range(kwargs, needle):
     assert needle in str(exc.value)
 
 
-def test_processes_backend_not_yet_available_but_gating_still_runs_first():
+def test_gating_runs_first_on_the_processes_backend_too(constructions):
     with pytest.raises(PipelineParallelNotSupportedError):
         engine_mod.LLMEngine.from_engine_args(model=POST, pipeline_parallel_size=2,
                                               distributed_executor_backend="processes")
-    with pytest.raises(UsageError, match="not yet available"):
-        engine_mod.LLMEngine.from_engine_args(model=POST, distributed_executor_backend="processes")
+    engine = engine_mod.LLMEngine.from_engine_args(model=PRE, pipeline_parallel_size=2,
+                                                   distributed_executor_backend="processes")
+    assert engine.processes_started == 0 and constructions["runner"] == 0   # ranks start with generate()
+    with pytest.raises(UsageError, match="use the 'inprocess' backend"):
+        engine.step()
 
 
 def test_startup_check_is_traced():

@@ -81,6 +81,29 @@ def test_gated_is_the_same_on_the_processes_backend():
     assert (r.outcome, r.processes_started, r.backend) == ("startup-rejected", 0, "processes")
 
 
+def _same_story(a, b):
+    ja, jb = a.to_json(), b.to_json()
+    for j in (ja, jb):
+        del j["backend"], j["processes_started"]
+        for r in j["details"].get("ranks", []):
+            if r["rank"] != j["details"]["failed_rank"]:      # a rank left waiting: in-process it finds
+                r.pop("type"), r.pop("message")               # nothing pending, a real process sees its peer gone
+    assert ja == jb
+    ea, eb = ([(e.step, e.rank, e.phase, e.warmup, e.reads, e.transfers, e.views) for e in r.trace.events[1:]]
+              for r in (a, b))                                 # [0]: the startup check, timed
+    assert ea == eb
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["pp2-pre-fix", "pp2-pre-fix-int64", "pp2-state-sync"])
+def test_processes_backend_tells_the_same_story(results, name):
+    real = scenario.run(name, backend="processes")
+    assert real.backend == "processes" and real.processes_started == 2
+    if name == "pp2-pre-fix":
+        assert real.details["ranks"][1]["type"] in ("PeerGoneError", "TimeoutError")
+    _same_story(results[name], real)
+
+
 def test_cli_scenario_json(capsys):
     assert main(["scenario", "pp2-gated", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -91,7 +114,7 @@ def test_cli_scenario_json(capsys):
     (["accuracy", "--pp", "1"], "--pp '1' is not accepted; accepted: an integer >= 2"),
     (["accuracy", "--mode", "naive"], "--mode 'naive' is not accepted; accepted: generic-int64, state-sync, generic"),
     (["accuracy", "--limit", "0"], "--limit '0' is not accepted"),
-    (["scenario", "pp1", "--backend", "processes"], "not yet available"),
+    (["scenario", "pp1", "--backend", "ray"], "unknown backend 'ray'; accepted: inprocess, processes"),
 ])
 def test_cli_errors_exit_2(capsys, argv, needle):
     assert main(argv) == 2
