@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from explainer.config import EngineConfig
-from explainer.model import get_pp_indices
+from explainer.model import IntermediateTensors, KVCache, get_pp_indices
 from explainer.pp_utils import PPHandler
 from explainer.registry import ModelRegistry
 from explainer.sampler import denoise_step
@@ -148,9 +148,8 @@ class DiffusionSampler:
     tokens independent of the batch and equal to ``explainer.sampler.generate`` for the same seed."""
 
     def __init__(self, config: EngineConfig, model, model_state: DiffusionGemmaModelState, req_state: RequestState):
-        self.config, self.model = config, model
+        self.config, self.model, self.model_state = config, model, model_state
         self.state, self.req_state = model_state.req_states, req_state
-        self.model_state = model_state
         R, CL = config.max_num_seqs, config.canvas_length
         self.ST = config.stability_threshold + 1
         self.generators: dict[int, torch.Generator] = {}
@@ -253,7 +252,7 @@ class ModelRunner:
         self.pp = PPHandler(group, trace, num_spec=config.canvas_length, hidden_size=config.hidden_size,
                             mode=config.pp_mode)
         self.generator = torch.Generator().manual_seed(config.seed)   # this worker's "global" RNG
-        self.kv_caches: dict[int, object] = {}
+        self.kv_caches: dict[int, KVCache] = {}
         self.phase = "startup"
         self._batch: InputBatch | None = None
         self._hidden: dict[int, torch.Tensor] = {}
@@ -324,7 +323,7 @@ class ModelRunner:
                 out = self.model(positions=batch.positions[i], inputs_embeds=embeds[i], kv_cache=kv,
                                  causal=causal[i])
             else:
-                it = type(self.intermediate_tensors)({k: v[:, offset:offset + n] for k, v in received.items()})
+                it = IntermediateTensors({k: v[:, offset:offset + n] for k, v in received.items()})
                 out = self.model(positions=batch.positions[i], intermediate_tensors=it, kv_cache=kv,
                                  causal=causal[i])
             outputs.append(out)
@@ -368,10 +367,7 @@ class ModelRunner:
             got = self.pp.receive(len(batch.slots))
             sampled, (num_sampled, num_rejected) = got["sampled_token_ids"], got["num_sampled_num_rejected"]
             if self.config.pp_mode == "state-sync":
-                self.req_states.draft_tokens[batch.slots] = got["draft_tokens"]
-                self.model_state.req_states.is_encoder_phase[batch.slots] = got["is_encoder_phase"]
-                if "self_conditioning_embeds" in got:
-                    self.model_state.req_states.self_conditioning_embeds[batch.slots] = got["self_conditioning_embeds"]
+                self._apply_synced_state(batch, got)
             self._post_update(batch, sampled, num_sampled, num_rejected)
             self.trace.record(self.rank, "receive", f"back-channel <- rank {self.world_size - 1}: "
                               f"{', '.join(got)}; post_update")
@@ -379,6 +375,14 @@ class ModelRunner:
             list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
             [int(n) for n in num_rejected],
             {rid: self.req_states.draft_tokens[s].tolist() for rid, s in zip(batch.req_ids, batch.slots)})
+
+    def _apply_synced_state(self, batch: InputBatch, got: dict) -> None:
+        """state-sync (#52015): overwrite this rank's copy of what it reads with the owner's values."""
+        st = self.model_state.req_states
+        self.req_states.draft_tokens[batch.slots] = got["draft_tokens"]
+        st.is_encoder_phase[batch.slots] = got["is_encoder_phase"]
+        if "self_conditioning_embeds" in got:                     # first rank only
+            st.self_conditioning_embeds[batch.slots] = got["self_conditioning_embeds"]
 
     def _post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected) -> None:
         """num_computed_tokens -= num_rejected (denoise rolls back; KV truncated); append sampled."""
