@@ -22,17 +22,6 @@ def configure(parser):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _int(name: str, value, low: int) -> int:
-    from explainer.errors import UsageError
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        out = None
-    if out is None or out < low:
-        raise UsageError(f"{name} {value!r} is not accepted; accepted: an integer >= {low}")
-    return out
-
-
 def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, label: str) -> dict:
     """Exact match of one engine configuration; ``outcome`` says if it ran at all."""
     from explainer import task
@@ -63,6 +52,7 @@ def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, l
 
 def run(args) -> int:
     from explainer import task
+    from explainer.commands.generate import _int_arg as _int
     from explainer.errors import UsageError
     from explainer.pp_scenarios import PRE_FIX_MODEL
     from explainer.registry import DEFAULT_MODEL
