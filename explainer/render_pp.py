@@ -135,7 +135,7 @@ def stages_dot(source) -> str:
     last = pp - 1
     lab = (lambda n: f"{n}  {cross[n]['symbolic']}") if cross and "symbolic" in next(iter(cross.values())) \
         else (lambda n: _label(n, cross[n]))
-    out = ["digraph pp_stages {", "  rankdir=LR; compound=true; newrank=true;",
+    out = ["digraph pp_stages {", "  rankdir=TB; compound=true; newrank=true;",
            '  graph [fontname="Helvetica", fontsize=11, label=' + _dot_str(f"{title}: PP={pp}"
                                                                           + (f", {mode}" if pp > 1 else "")) + "];",
            '  node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="Helvetica", fontsize=10];',
@@ -173,14 +173,22 @@ def stages_dot(source) -> str:
         if back:
             out.append(f'  r{last}_sampler -> r{r}_state [penwidth=2, color="#1565c0", label='
                        + _dot_str("back-channel broadcast\n" + "\n".join(lab(n) for n in back)) + "];")
-        for f in STATE_FIELDS:
-            if f not in reads.get(r, ()):
-                continue
-            if f in missing:
-                out.append(f'  r{last}_state -> r{r}_state [style=dashed, color="#c62828", fontcolor="#c62828", '
-                           f'label={_dot_str(f + " " + FIELD_SHAPE[f] + ": never sent")}];')
-            elif f in cross and (cross[f].get("receiver", r) == r or cross[f]["op"] == "broadcast"):
-                out.append(f'  r{last}_state -> r{r}_state [color="#2e7d32", label={_dot_str(lab(f))}];')
+        wanted = [f for f in STATE_FIELDS if f in reads.get(r, ())]
+        stale = [f for f in wanted if f in missing]
+        synced = [f for f in wanted if f not in missing and f in cross
+                  and (cross[f].get("receiver", r) == r or cross[f]["op"] == "broadcast")]
+        if stale:          # read on this rank, carried by no transfer of the run
+            out.append(f'  r{last}_state -> r{r}_state [style=dashed, penwidth=2, color="#c62828", fontcolor="#c62828", '
+                       "label=" + _dot_str("never sent (stale on rank %d):\n" % r
+                                           + "\n".join(f"{f}  {FIELD_SHAPE[f]}" for f in stale)) + "];")
+        if synced:
+            out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#2e7d32", fontcolor="#2e7d32", label='
+                       + _dot_str("state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
+    keys = ["legend", "dotted purple: a rank reads its own copy of the state", "blue: the sampler's writes"]
+    if pp > 1:
+        keys += ["black: IntermediateTensors, forward", "blue, to rank 0: back-channel broadcast",
+                 "dashed red: read there but not carried by any transfer (stale)", "green: sent by state sync"]
+    out.append('  legend [shape=note, fillcolor="#fffde7", label=' + _dot_str("\n".join(keys)) + "];")
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -361,7 +369,9 @@ def event_dot(trace: Trace, event_index: int) -> str:
     out = ["digraph pp_event {", "  rankdir=LR;",
            '  graph [fontname="Helvetica", fontsize=11, label='
            + _dot_str(f"{'warmup ' if e.warmup else ''}engine step {e.step}, "
-                      f"{'engine' if e.rank is None else 'rank ' + str(e.rank)}, {e.phase}") + "];",
+                      f"{'engine' if e.rank is None else 'rank ' + str(e.rank)}, {e.phase}\n"
+                      "legend: red = stale state (differs from the owner) or an error; thick = acting rank; "
+                      "edge = tensors of this event") + "];",
            '  node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
     red = set(diverged_fields(trace, event_index))
