@@ -1,0 +1,118 @@
+"""Communicator scenarios (DESIGN contract 3): vLLM PR #40150 on real rank processes.
+
+Two PP ranks (real processes, gloo on 127.0.0.1, shared memory in /dev/shm) hand over one PP
+intermediate-tensor dict, rank 0 -> rank 1. "Nodes" are simulated as vLLM's multi-node executor
+makes them: each node picks its own free port, which becomes its ``EXPLAINER_DIST_IDENT`` (vLLM's
+``VLLM_DIST_IDENT``), so the SHM group names of ranks on different nodes disagree.
+
+* ``comm-same-node``           one node: SHM backend, custom path, the dict arrives.
+* ``comm-inter-node-pre-fix``  two nodes, pre-#40150 gate: fallback to torch.distributed, but the
+                               build-based gate still takes the custom path -> both ranks raise
+                               ``AttributeError: module 'torch.distributed' has no attribute ...``.
+* ``comm-inter-node-fixed``    two nodes, post-#40150 gate: fallback logged, generic path delivers.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+from explainer.scenario import ScenarioResult, scenario
+
+NOTE = ("communicator scenarios always run real rank processes (gloo over 127.0.0.1, shared memory in "
+        "/dev/shm) whichever backend is asked for; --backend only labels the run")
+
+
+def pp_dict():
+    """The hand-off of a PP stage: hidden_states and residual [batch 2, tokens 8, hidden 64] fp32."""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    return {"hidden_states": torch.randn(2, 8, 64, generator=g), "residual": torch.randn(2, 8, 64, generator=g)}
+
+
+def _describe(d: dict) -> list[dict]:
+    return [{"sender": 0, "receiver": 1, "name": k, "dtype": str(v.dtype).removeprefix("torch."),
+             "shape": list(v.shape), "bytes": v.numel() * v.element_size()} for k, v in d.items()]
+
+
+def exchange_rank(gate: str) -> dict:
+    """One PP rank: build the group, then send (rank 0) or receive (rank 1) the dict."""
+    import torch
+
+    from explainer.distributed.parallel_state import destroy_model_parallel, initialize_pp_group
+    pp = initialize_pp_group(gate=gate)
+    comm = pp.device_communicator
+    info = {"rank": pp.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"), "gate": gate,
+            "backend": comm.backend, "decision": comm.decision.to_json(), "log_lines": list(comm.decision.log_lines),
+            "use_cpu_custom_send_recv": pp.use_cpu_custom_send_recv, "gate_inputs": pp.gate_inputs,
+            "path": "custom (CpuCommunicator)" if pp.use_cpu_custom_send_recv else "generic (metadata + gloo sends)",
+            "error": None, "transfers": [], "received_equal": None}
+    expected = pp_dict()
+    try:
+        if pp.is_first_rank:
+            pp.send_tensor_dict(expected)
+            info["transfers"] = _describe(expected)
+        else:
+            got = pp.recv_tensor_dict()
+            info["received_equal"] = got.keys() == expected.keys() and all(
+                torch.equal(got[k], v) and got[k].dtype == v.dtype for k, v in expected.items())
+            info["transfers"] = _describe(got)
+    except Exception as exc:                              # noqa: BLE001 - the story is the error
+        info["error"] = {"type": type(exc).__name__, "message": str(exc)}
+        info["traceback"] = "".join(traceback.format_exception(exc)[-3:])
+    finally:
+        destroy_model_parallel()
+    return info
+
+
+def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
+    from explainer.distributed.launch import free_port, launch
+    ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
+    node_of = [0, 0] if nodes == 1 else [0, 1]
+    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": "20"} for r in range(2)]
+    results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=90)
+    per_rank = []
+    for res in results:
+        info = dict(res.value) if res.ok else {"rank": res.rank, "error": res.error, "backend": None,
+                                               "log_lines": [], "transfers": []}
+        info.update(node=node_of[res.rank], pid=res.pid, exitcode=res.exitcode)
+        per_rank.append(info)
+    errors = [i for i in per_rank if i.get("error")]
+    delivered = not errors and per_rank[1].get("received_equal") is True
+    error = None
+    if errors:                                            # report PP1's error, as issue #37933 does
+        error = next((i["error"] for i in errors if i["rank"] == 1), errors[0]["error"])
+    sent = per_rank[0].get("transfers") or []
+    summary = [f"scenario {name}: {nodes} simulated node(s), gate {gate}"]
+    for i in per_rank:
+        summary.append(f"  rank {i['rank']} (node {i['node']}, pid {i['pid']}): backend {i.get('backend')}, "
+                       f"path {i.get('path')}")
+        summary += [f"    log: {line}" for line in i.get("log_lines", [])]
+        summary.append("    " + (f"{i['error']['type']}: {i['error']['message']}" if i.get("error") else
+                                 ("received the dict intact" if i.get("received_equal") else "sent the dict")))
+    return ScenarioResult(
+        scenario=name, pp_size=2, backend=backend, outcome="ok" if delivered else "runtime-error",
+        error=error, processes_started=len(results),
+        bytes_per_step={t["name"]: t["bytes"] for t in sent} if delivered else {},
+        details={"note": NOTE, "transport": "processes", "gate": gate, "simulated_nodes": nodes,
+                 "backend_per_rank": [i.get("backend") for i in per_rank],
+                 "decision_path_per_rank": [i.get("decision", {}).get("path") for i in per_rank],
+                 "log_lines": [f"rank {i['rank']}: {line}" for i in per_rank for line in i.get("log_lines", [])],
+                 "processes_exited": all(i["exitcode"] is not None for i in per_rank),
+                 "transfers": sent if delivered else [], "per_rank": per_rank},
+        summary="\n".join(summary))
+
+
+@scenario("comm-same-node", "2 PP ranks on one node: shared-memory backend, custom tensor-dict path, dict arrives")
+def comm_same_node(backend: str = "processes") -> ScenarioResult:
+    return _run("comm-same-node", backend, nodes=1, gate="post-40150")
+
+
+@scenario("comm-inter-node-pre-fix", "2 PP ranks on 2 simulated nodes, pre-#40150 gate: AttributeError on both ranks")
+def comm_inter_node_pre_fix(backend: str = "processes") -> ScenarioResult:
+    return _run("comm-inter-node-pre-fix", backend, nodes=2, gate="pre-40150")
+
+
+@scenario("comm-inter-node-fixed", "2 PP ranks on 2 simulated nodes, post-#40150 gate: fallback, generic path delivers")
+def comm_inter_node_fixed(backend: str = "processes") -> ScenarioResult:
+    return _run("comm-inter-node-fixed", backend, nodes=2, gate="post-40150")

@@ -1,0 +1,355 @@
+"""``GroupCoordinator``: vLLM's process-group wrapper with the generic and the custom tensor-dict paths.
+
+Mirrors vLLM ``vllm/distributed/parallel_state.py`` (generic path at ``0c175ae``). Each group has a
+``cpu_group`` (gloo) and a ``device_group`` (on CPU also gloo), and a ``CpuCommunicator`` when it has
+more than one rank. ``send_tensor_dict``/``recv_tensor_dict`` take one of two paths:
+
+* generic: the metadata list goes first (``send_object``: an int64 size, then the bytes, over the
+  cpu group), then one ``torch.distributed.send`` per non-empty tensor; empty tensors are rebuilt from
+  metadata and non-tensor values travel inside the metadata;
+* custom (``use_cpu_custom_send_recv``): the whole dict goes to ``device_communicator``.
+
+The flag is computed by one of two gates, chosen by name:
+``"pre-40150"``  -> ``is_cpu() and hasattr(torch.ops._C, "init_shm_manager")`` (a build property);
+``"post-40150"`` -> ``is_cpu() and device_communicator and getattr(device_communicator, "supports_tensor_dict", False)``.
+
+Metadata encoding: vLLM pickles the metadata list. This toy encodes it as tagged JSON instead, so a
+peer can never make the receiver execute code; non-tensor values must be JSON-like (None, bool, int,
+float, str, bytes, list, tuple, str-keyed dict). Every call is bounded: gloo timeouts and dead peers
+surface as ``TimeoutError`` naming the peer. The TP all-gather slicing of vLLM is not modelled.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import json
+import os
+from collections import namedtuple
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from explainer.distributed.cpu_communicator import GATES, CommConfig, CpuCommunicator  # noqa: F401
+from explainer.distributed.shm import DTYPES, PeerGoneError
+from explainer.errors import UsageError
+
+TensorMetadata = namedtuple("TensorMetadata", ["device", "dtype", "size"])
+
+
+class BroadcastMismatchError(RuntimeError, ValueError):
+    """A receiver pre-allocated another dtype/shape than the sender broadcasts (NCCL would corrupt or hang)."""
+
+_NAME_COUNTS: dict[str, int] = {}
+_BCAST_DIMS = 8
+
+
+def _get_unique_name(name: str) -> str:
+    """vLLM: ``pp`` -> ``pp:0``, ``pp:1``, ... per process."""
+    n = _NAME_COUNTS.get(name, 0)
+    _NAME_COUNTS[name] = n + 1
+    return f"{name}:{n}"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _dtype(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r} in tensor-dict metadata")
+    return dt
+
+
+def _encode_value(v: Any, key: str) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return {"list" if isinstance(v, list) else "tuple": [_encode_value(x, key) for x in v]}
+    if isinstance(v, dict):
+        if not all(isinstance(k, str) for k in v):
+            raise TypeError(f"key {key!r}: dict values need str keys to travel in the metadata")
+        return {"dict": {k: _encode_value(x, key) for k, x in v.items()}}
+    if isinstance(v, (bytes, bytearray)):
+        return {"bytes": base64.b64encode(v).decode()}
+    raise TypeError(f"key {key!r} holds a {type(v).__name__}; the generic path carries torch.Tensor values "
+                    f"or JSON-like values (None, bool, int, float, str, bytes, list, tuple, str-keyed dict)")
+
+
+def _decode_value(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return v
+    (tag, x), = v.items()
+    if tag == "list":
+        return [_decode_value(i) for i in x]
+    if tag == "tuple":
+        return tuple(_decode_value(i) for i in x)
+    if tag == "dict":
+        return {k: _decode_value(i) for k, i in x.items()}
+    if tag == "bytes":
+        return base64.b64decode(x)
+    if tag == "tensor":
+        return TensorMetadata(x["device"], _dtype(x["dtype"]), torch.Size(x["size"]))
+    raise ValueError(f"unknown metadata tag {tag!r}")
+
+
+def _split_tensor_dict(tensor_dict: dict) -> tuple[list, list[torch.Tensor]]:
+    """vLLM's split: (key, TensorMetadata) for tensors, (key, value) for anything else."""
+    metadata_list, tensor_list = [], []
+    for key, value in tensor_dict.items():
+        if isinstance(value, torch.Tensor):
+            metadata_list.append((key, TensorMetadata(value.device.type, value.dtype, value.size())))
+            tensor_list.append(value)
+        else:
+            metadata_list.append((key, value))
+    return metadata_list, tensor_list
+
+
+def encode_metadata(metadata_list: list) -> bytes:
+    items = []
+    for key, value in metadata_list:
+        if not isinstance(key, str):
+            raise TypeError(f"key {key!r}: tensor-dict keys must be str")
+        if isinstance(value, TensorMetadata):
+            enc = {"tensor": {"device": value.device, "dtype": _dtype_name(value.dtype), "size": list(value.size)}}
+        else:
+            enc = _encode_value(value, key)
+        items.append([key, enc])
+    return json.dumps(items, separators=(",", ":")).encode()
+
+
+def decode_metadata(data: bytes) -> list:
+    return [(key, _decode_value(enc)) for key, enc in json.loads(data.decode())]
+
+
+class GroupCoordinator:
+    """vLLM's ``GroupCoordinator`` for CPU: ranks, cpu/device groups, communicator, tensor-dict paths."""
+
+    def __init__(self, group_ranks: list[list[int]], local_rank: int = 0,
+                 torch_distributed_backend: str = "gloo", use_device_communicator: bool = True,
+                 group_name: str | None = None, *, gate: str | None = None,
+                 config: CommConfig | None = None):
+        config = config or CommConfig()
+        if gate is not None:
+            config = dataclasses.replace(config, gate=gate)
+        self.config = config.resolved()
+        self.gate = self.config.gate
+        self.unique_name = _get_unique_name(group_name or "anonymous")
+        self.rank, self.local_rank = dist.get_rank(), local_rank
+        timeout = datetime.timedelta(seconds=self.config.timeout)
+        self.device_group = self.cpu_group = None
+        for ranks in group_ranks:                         # every rank creates every group, same order
+            device_group = dist.new_group(ranks, backend=torch_distributed_backend, timeout=timeout)
+            cpu_group = dist.new_group(ranks, backend="gloo", timeout=timeout)
+            if self.rank in ranks:
+                self.ranks = list(ranks)
+                self.world_size, self.rank_in_group = len(ranks), ranks.index(self.rank)
+                self.device_group, self.cpu_group = device_group, cpu_group
+        if self.cpu_group is None:
+            raise ValueError(f"global rank {self.rank} is in none of the groups {group_ranks}")
+        self.device = torch.device("cpu")
+        self.device_communicator = None
+        if use_device_communicator and self.world_size > 1:
+            self.device_communicator = CpuCommunicator(self.cpu_group, self.device, self.device_group,
+                                                       self.unique_name, config=self.config)
+        self.gate_inputs, self.use_cpu_custom_send_recv = self._gate()
+
+    def _gate(self) -> tuple[dict, bool]:
+        is_cpu = True                                     # current_platform.is_cpu()
+        comm = self.device_communicator
+        if self.gate == "pre-40150":
+            built = bool(self.config.shm_ops_built)       # hasattr(torch.ops._C, "init_shm_manager")
+            return {"is_cpu": is_cpu, "shm_ops_built": built}, is_cpu and built
+        supports = getattr(comm, "supports_tensor_dict", False)
+        return ({"is_cpu": is_cpu, "device_communicator": comm is not None, "supports_tensor_dict": supports},
+                bool(is_cpu and comm and supports))
+
+    # --- ranks -------------------------------------------------------------------------------
+    @property
+    def first_rank(self) -> int:
+        return self.ranks[0]
+
+    @property
+    def last_rank(self) -> int:
+        return self.ranks[-1]
+
+    @property
+    def is_first_rank(self) -> bool:
+        return self.rank == self.first_rank
+
+    @property
+    def is_last_rank(self) -> bool:
+        return self.rank == self.last_rank
+
+    @property
+    def next_rank(self) -> int:
+        return self.ranks[(self.rank_in_group + 1) % self.world_size]
+
+    @property
+    def prev_rank(self) -> int:
+        return self.ranks[(self.rank_in_group - 1) % self.world_size]
+
+    def _peer(self, r: int) -> str:
+        return f"group rank {r} (global rank {self.ranks[r]}) of {self.unique_name}"
+
+    def _bounded(self, what: str, peer: int | None, fn, *args, **kwargs):
+        """Run one gloo call; its timeout or a dead peer becomes a TimeoutError naming the peer."""
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeError as exc:
+            who = self._peer(peer) if peer is not None else f"a peer of {self.unique_name}"
+            text = str(exc)
+            if "Timed out" in text or "timed out" in text:
+                raise TimeoutError(f"{what}: {who} did not answer within {self.config.timeout:.1f}s "
+                                   f"(gloo: {text.splitlines()[0][:200]})") from exc
+            if "Connection" in text or "closed" in text or "reset" in text:
+                raise PeerGoneError(f"{what}: {who} is gone (gloo: {text.splitlines()[0][:200]})") from exc
+            raise
+
+    # --- generic objects ---------------------------------------------------------------------
+    def send_object(self, data: bytes, dst: int) -> None:
+        """vLLM pickles ``obj`` here; the toy sends already encoded bytes: int64 size, then uint8 payload."""
+        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        size = torch.tensor([payload.numel()], dtype=torch.long)
+        self._bounded("send_object", dst, dist.send, size, dst=self.ranks[dst], group=self.cpu_group)
+        self._bounded("send_object", dst, dist.send, payload, dst=self.ranks[dst], group=self.cpu_group)
+
+    def recv_object(self, src: int) -> bytes:
+        size = torch.empty(1, dtype=torch.long)
+        rank_size = self._bounded("recv_object", src, dist.recv, size, src=self.ranks[src], group=self.cpu_group)
+        payload = torch.empty(int(size.item()), dtype=torch.uint8)
+        rank_obj = self._bounded("recv_object", src, dist.recv, payload, src=self.ranks[src], group=self.cpu_group)
+        assert rank_obj == rank_size, "Received object sender rank does not match the size sender rank."
+        return payload.numpy().tobytes()
+
+    # --- tensor dicts (ARCHITECTURE Seam 3) ----------------------------------------------------
+    def send_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> dict | None:
+        if not dist.is_initialized() or self.world_size == 1:
+            return tensor_dict
+        dst = (self.rank_in_group + 1) % self.world_size if dst is None else dst
+        self._check_peer(dst)
+        if self.use_cpu_custom_send_recv:
+            self.device_communicator.send_tensor_dict(tensor_dict, dst)
+            return None
+        metadata_list, tensor_list = _split_tensor_dict(tensor_dict)
+        for t in tensor_list:
+            if t.device.type != "cpu":
+                raise ValueError(f"tensor on {t.device}: this CPU group accepts CPU tensors only")
+        self.send_object(encode_metadata(metadata_list), dst)
+        for tensor in tensor_list:
+            if tensor.numel() == 0:                       # rebuilt from metadata by the receiver
+                continue
+            self._bounded("send_tensor_dict", dst, dist.send, tensor.contiguous(),
+                          dst=self.ranks[dst], group=self.cpu_group)
+        return None
+
+    def recv_tensor_dict(self, src: int | None = None) -> dict[str, Any] | None:
+        if not dist.is_initialized() or self.world_size == 1:
+            return None
+        src = (self.rank_in_group - 1) % self.world_size if src is None else src
+        self._check_peer(src)
+        if self.use_cpu_custom_send_recv:
+            return self.device_communicator.recv_tensor_dict(src)
+        tensor_dict: dict[str, Any] = {}
+        for key, value in decode_metadata(self.recv_object(src)):
+            if isinstance(value, TensorMetadata):
+                tensor = torch.empty(value.size, dtype=value.dtype, device=value.device)
+                if tensor.numel() > 0:
+                    self._bounded("recv_tensor_dict", src, dist.recv, tensor,
+                                  src=self.ranks[src], group=self.cpu_group)
+                tensor_dict[key] = tensor
+            else:
+                tensor_dict[key] = value
+        return tensor_dict
+
+    def _check_peer(self, r: int) -> None:
+        if not isinstance(r, int) or not 0 <= r < self.world_size or r == self.rank_in_group:
+            raise UsageError(f"peer {r!r}: accepted are group ranks 0..{self.world_size - 1} "
+                             f"other than this rank {self.rank_in_group}")
+
+    # --- broadcast / barrier / destroy ----------------------------------------------------------
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        """In place on receivers, which pre-allocate dtype and shape; a mismatch raises on every rank."""
+        if self.world_size == 1:
+            return tensor
+        if not isinstance(src, int) or not 0 <= src < self.world_size:
+            raise UsageError(f"src {src!r}: accepted are group ranks 0..{self.world_size - 1}")
+        if tensor.device.type != "cpu" or not tensor.is_contiguous() or tensor.dim() > _BCAST_DIMS:
+            raise ValueError(f"broadcast accepts contiguous CPU tensors of <= {_BCAST_DIMS} dims; "
+                             f"got device {tensor.device}, contiguous={tensor.is_contiguous()}, dim={tensor.dim()}")
+        codes = {dt: i for i, dt in enumerate(DTYPES)}
+        spec = torch.full((2 + _BCAST_DIMS,), -1, dtype=torch.long)
+        spec[0], spec[1] = codes.get(tensor.dtype, -2), tensor.dim()
+        spec[2:2 + tensor.dim()] = torch.tensor(tensor.shape, dtype=torch.long)
+        theirs = spec.clone()
+        self._bounded("broadcast", src, dist.broadcast, theirs, src=self.ranks[src], group=self.cpu_group)
+        ok = torch.tensor([int(torch.equal(theirs, spec))], dtype=torch.long)
+        oks = [torch.zeros(1, dtype=torch.long) for _ in range(self.world_size)]
+        self._bounded("broadcast", None, dist.all_gather, oks, ok, group=self.cpu_group)
+        bad = [i for i, o in enumerate(oks) if not o.item()]
+        if bad:
+            want_dt = DTYPES[int(theirs[0])] if 0 <= int(theirs[0]) < len(DTYPES) else "unsupported"
+            want = f"{want_dt} {list(theirs[2:2 + int(theirs[1])].tolist())}"
+            raise BroadcastMismatchError(f"broadcast from group rank {src}: it sends {want}, but group rank(s) {bad} "
+                             f"pre-allocated a different dtype/shape (this rank has {tensor.dtype} "
+                             f"{list(tensor.shape)}); receivers must match exactly")
+        self._bounded("broadcast", src, dist.broadcast, tensor, src=self.ranks[src], group=self.device_group)
+        return tensor
+
+    def barrier(self) -> None:
+        self._bounded("barrier", None, dist.barrier, group=self.cpu_group)
+
+    def destroy(self) -> None:
+        if self.device_communicator is not None:
+            self.device_communicator.destroy()
+            self.device_communicator = None
+        for g in {id(self.device_group): self.device_group, id(self.cpu_group): self.cpu_group}.values():
+            if g is not None and dist.is_initialized():
+                try:
+                    dist.destroy_process_group(g)
+                except (RuntimeError, ValueError):
+                    pass
+        self.device_group = self.cpu_group = None
+
+
+_PP: GroupCoordinator | None = None
+
+
+def init_distributed_environment(timeout: float | None = None) -> None:
+    """``init_process_group("gloo")`` from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun's env)."""
+    if dist.is_initialized():
+        return
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(f"environment lacks {', '.join(missing)}; run under torchrun or explainer's launch()")
+    secs = timeout if timeout is not None else float(os.environ.get("EXPLAINER_COMM_TIMEOUT", 30))
+    dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=secs))
+
+
+def initialize_pp_group(pp_size: int | None = None, *, gate: str | None = None,
+                        config: CommConfig | None = None) -> GroupCoordinator:
+    """vLLM's ``initialize_model_parallel`` for PP only: consecutive ranks form each PP group."""
+    global _PP
+    world = dist.get_world_size()
+    pp_size = world if pp_size is None else pp_size
+    if pp_size < 1 or world % pp_size:
+        raise ValueError(f"pp_size {pp_size}: accepted are divisors of the world size {world}")
+    groups = [list(range(i, i + pp_size)) for i in range(0, world, pp_size)]
+    _PP = GroupCoordinator(groups, int(os.environ.get("LOCAL_RANK", 0)), group_name="pp", gate=gate, config=config)
+    return _PP
+
+
+def get_pp_group() -> GroupCoordinator:
+    if _PP is None:
+        raise RuntimeError("pipeline model parallel group is not initialized")
+    return _PP
+
+
+def destroy_model_parallel() -> None:
+    global _PP
+    if _PP is not None:
+        _PP.destroy()
+    _PP = None
