@@ -382,7 +382,8 @@ def event_dot(trace: Trace, event_index: int) -> str:
         for rid, v in sorted(mine.items()):
             for f in STATE_FIELDS:
                 if r != owner and v.get(f) != theirs.get(rid, {}).get(f):
-                    bad.append(f"{f}{' (read here)' if f in red and r == e.rank else ''}")
+                    label = f"{f}{' (read here)' if f in red and r == e.rank else ''}"
+                    bad += [label] if label not in bad else []
         if e.rank == r and e.data.get("error"):
             lines.append(f"{e.data['error']['type']}")
         attrs = 'color="#c62828", fontcolor="#c62828"' if bad or (e.rank == r and e.data.get("error")) else ""
