@@ -17,15 +17,12 @@ from typing import Any
 
 import torch
 
+from explainer.distributed.errors import BroadcastMismatchError
 from explainer.errors import UsageError
 
 
 class NothingPendingError(TimeoutError):
     """A receive found nothing from its peer: in a real group this call would block forever."""
-
-
-class BroadcastMismatchError(RuntimeError):
-    """The sender's tensor does not match the receiver's pre-allocated dtype/shape (NCCL would corrupt or hang)."""
 
 
 class InProcessWorld:

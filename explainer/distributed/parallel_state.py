@@ -33,14 +33,11 @@ import torch
 import torch.distributed as dist
 
 from explainer.distributed.cpu_communicator import GATES, CommConfig, CpuCommunicator  # noqa: F401
+from explainer.distributed.errors import BroadcastMismatchError
 from explainer.distributed.shm import DTYPES, PeerGoneError
 from explainer.errors import UsageError
 
 TensorMetadata = namedtuple("TensorMetadata", ["device", "dtype", "size"])
-
-
-class BroadcastMismatchError(RuntimeError, ValueError):
-    """A receiver pre-allocated another dtype/shape than the sender broadcasts (NCCL would corrupt or hang)."""
 
 _NAME_COUNTS: dict[str, int] = {}
 _BCAST_DIMS = 8
