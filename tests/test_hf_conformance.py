@@ -9,6 +9,7 @@ import torch
 pytest.importorskip("transformers")
 
 from explainer import hf  # noqa: E402
+from explainer.hf_tiny import tiny_hf_model  # noqa: E402
 from explainer.errors import UsageError  # noqa: E402
 from explainer.sampler import StepRecorder  # noqa: E402
 
@@ -16,18 +17,8 @@ PROMPTS = torch.tensor([[1, 10, 11, 12, 13], [1, 20, 21, 22, 23], [1, 30, 31, 32
 
 
 def build_tiny(canvas_length=8):
-    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
-    text = dict(model_type="diffusion_gemma_text", vocab_size=128, hidden_size=32, intermediate_size=32,
-                num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"], num_attention_heads=2,
-                num_key_value_heads=1, head_dim=16, global_head_dim=16, num_global_key_value_heads=1,
-                sliding_window=64, max_position_embeddings=512, num_experts=2, top_k_experts=1,
-                moe_intermediate_size=8, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
-                  num_attention_heads=2, num_key_value_heads=1, patch_size=5)
-    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=canvas_length,
-                               image_token_id=127, boi_token_id=126, eoi_token_id=125)
-    torch.manual_seed(0)
-    return DiffusionGemmaForBlockDiffusion(cfg).eval()
+    """The reference §7.2 tiny model, seed 0 (the recipe lives in ``explainer.hf_tiny``)."""
+    return tiny_hf_model(seed=0, canvas_length=canvas_length)
 
 
 @pytest.fixture(scope="module")
