@@ -32,9 +32,11 @@ def run(args):
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return 0
-    print(f"{'area':8s} {'measurement':52s} {'ours':>12s} {'baseline':>12s} {'ratio':>8s}  goal        met")
+    width = max(len(r.name) for r in rows) if rows else 20
+    print(f"{'area':8s} {'measurement':{width}s} {'ours':>14s} {'baseline':>10s} {'ratio':>8s}  {'goal':10s} met")
     for r in rows:
         base = "-" if r.baseline is None else f"{r.baseline:.4g}"
         ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
-        print(f"{r.area:8s} {r.name:52s} {r.ours:>10.4g} {r.unit:1s} {base:>12s} {ratio:>8s}  {r.goal:11s} {'yes' if r.met else 'NO'}")
+        ours = f"{r.ours:.4g} {r.unit}"
+        print(f"{r.area:8s} {r.name:{width}s} {ours:>14s} {base:>10s} {ratio:>8s}  {r.goal:10s} {'yes' if r.met else 'NO'}")
     return 0

@@ -1,0 +1,25 @@
+"""The bench command aggregates every area's rows; bad areas are a one-line error (no timings asserted)."""
+
+import json
+
+import pytest
+
+from explainer.bench import Row
+from explainer.cli import main
+
+
+def test_unknown_area_is_rejected(capsys):
+    assert main(["bench", "--only", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown bench area 'gpu'" in err and "sampler" in err
+
+
+def test_startup_area_reports_a_ratio_and_no_process(capsys):
+    assert main(["bench", "--quick", "--only", "startup", "--json"]) == 0
+    rows = [Row(**r) for r in json.loads(capsys.readouterr().out)]
+    by_name = {r.name: r for r in rows}
+    procs = next(r for r in rows if "processes" in r.name)
+    assert procs.ours == 0 and procs.met
+    timed = [r for r in rows if r.ratio is not None]
+    assert timed and all(r.baseline is not None and r.ratio == pytest.approx(r.baseline / r.ours, rel=0.05)
+                         for r in timed), by_name
