@@ -6,8 +6,8 @@
   when this event reads it on a non-owner rank and its value differs from the owner's (the definition
   of ``Trace.divergences``), ``xp-stale`` (amber) when it differs but is not read here.
 * ``event_dot``: one event as a small graph (for the few static diagrams; frames use HTML/CSS).
-* ``key_events``: the events worth a frame (transfers, reads, samples, errors),
-  with long runs of look-alike engine steps folded.
+* ``key_events``: the events worth a frame (transfers, reads, samples, the back-channel
+  receive, errors), with long runs of look-alike engine steps folded.
 * ``bytes_table_html`` / ``accuracy_table_html``.
 """
 
@@ -301,8 +301,9 @@ def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
 LEGEND = ('<div class="xp-legend" id="{fid}-legend"><b>legend</b> '
           '<span class="xp-diverged">&nbsp;red&nbsp;</span> read by this rank in this event and different from the '
           'owner (last rank, where the sampler writes the state): a divergence · '
-          '<span class="xp-stale">&nbsp;amber&nbsp;</span> state this rank reads at its prepare step, differs from the owner, '
-          'not read in this event (canvas, step: the sampler\'s own bookkeeping, never read by other ranks) · '
+          '<span class="xp-stale">&nbsp;amber&nbsp;</span> stale: state this rank reads when it prepares a step, different '
+          'from the owner\'s, not read in this event · canvas and step are the sampler\'s own bookkeeping, '
+          'never read by other ranks, never highlighted · '
           'blue box = the rank acting in this event · arrow = tensors that crossed ranks · '
           '<span class="xp-text">␣</span> space, · pad, ⏎ end of text · ‖·‖ = L2 norm of the SC embeddings</div>')
 
@@ -408,11 +409,12 @@ def _signature(trace: Trace, step_events: list) -> tuple:
 
 
 def key_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
-    """(event index, note) for the events worth a frame: transfers, reads (prepare), samples and errors,
+    """(event index, note) for the events worth a frame: transfers, reads (prepare), samples, the
+    back-channel receive (what a non-last rank gets) and errors,
     user steps only (warmup only if the run never got past it). Runs of > 3 look-alike engine steps keep
     their first two and last step; the frame after a fold says which steps were folded."""
     events = _user_events(trace)
-    keep = [e for e in events if e.transfers or e.reads or e.phase == "sample" or e.data.get("error")]
+    keep = [e for e in events if e.transfers or e.reads or e.phase in ("sample", "receive") or e.data.get("error")]
     steps: dict[tuple, list] = {}
     for e in keep:
         steps.setdefault((e.warmup, e.step), []).append(e)

@@ -124,7 +124,7 @@ def test_key_events_fold_look_alike_steps_and_cap(runs):
     assert 20 <= len(keys) <= 100
     assert t.first_divergence()["event"] in [i for i, _ in keys]
     assert any("folded" in note for _, note in keys)
-    assert keys[-1][0] == max(e.index for e in t.events if e.phase == "broadcast")
+    assert keys[-1][0] == max(e.index for e in t.events if e.phase == "receive")
     assert len(key_events(t, max_frames=10)) == 10
 
 
@@ -151,3 +151,12 @@ def test_tables(runs):
                              {"label": "x<y", "model": "m", "exact_match": None, "outcome": "warmup-crash",
                               "identical_to_pp1": None, "n": 3}])
     assert "100%" in a and "3/3" in a and "warmup-crash" in a and "x&lt;y" in a
+
+
+def test_receive_frame_shows_what_reached_rank0_and_the_state_stays_stale(runs):
+    t = runs["pp2-pre-fix-int64"].trace
+    rec = next(e for e in t.events if e.phase == "receive" and not e.warmup and e.step == 2)
+    html = rank_views_html(t, rec.index)
+    assert "<b>receives</b> sampled_token_ids int64 [1, 9] 72 B ← rank 1" in html
+    assert "num_sampled_num_rejected int32 [2, 1] 8 B ← rank 1" in html
+    assert 'data-diverged=""' in html and "is_encoder_phase" in re.search(r'data-stale="([^"]*)"', html).group(1)
