@@ -1,0 +1,102 @@
+"""Real browser: JupyterLab on loopback + Debian Chromium (Playwright), and the static HTML export.
+
+1. Open notebook 2 in JupyterLab, run all cells, move the rank stepper forward with the keyboard and check
+   that the highlighted divergent fields change exactly as the trace says (expected values come from the
+   library's own run of the same scenario). A screenshot is saved under test-artifacts/.
+2. Export notebook 2 (stored outputs + widget state) to static HTML with a local html-manager and step the
+   same stepper with no kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labserver import CHROMIUM, REPO, TOKEN, chromium_page, jupyter_lab
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")]
+
+NB2 = REPO / "notebooks" / "02_pipeline_parallel.ipynb"
+ARTIFACTS = REPO / "test-artifacts"
+JS = Path(sys.prefix) / "share" / "explainer-js"
+FRAME = "div.xp-pp[id^=xp-pp-frame-] >> visible=true"
+
+
+@pytest.fixture(scope="module")
+def expected() -> list[str]:
+    """data-diverged per slider position, from the library's own run of the scenario the notebook steps."""
+    from explainer import scenario
+    from explainer.render_pp import diverged_fields
+    from explainer.widgets_pp import frame_events
+
+    trace = scenario.run("pp2-pre-fix-int64").trace
+    return [",".join(diverged_fields(trace, i)) for i, _ in frame_events(trace)]
+
+
+def _shown(page) -> tuple[str, str]:
+    frame = page.locator(FRAME)
+    return frame.get_attribute("id"), frame.get_attribute("data-diverged")
+
+
+def _step_to(page, current: int, target: int) -> None:
+    handle = page.locator(".widget-slider .noUi-handle").first
+    handle.focus()
+    for _ in range(target - current):
+        handle.press("ArrowRight")
+
+
+def _check_walk(page, expected: list[str]) -> None:
+    first = next(k for k, d in enumerate(expected) if d)
+    page.wait_for_selector("#xp-pp-frame-0 >> visible=true", timeout=60_000)
+    assert _shown(page) == ("xp-pp-frame-0", expected[0])
+    # walk to the frame before the first divergence, then onto it, then to the next frame that differs
+    later = next(k for k in range(first + 1, len(expected)) if expected[k] != expected[first])
+    position = 0
+    for target in (first - 1, first, later):
+        _step_to(page, position, target)
+        position = target
+        page.wait_for_selector(f"#xp-pp-frame-{target} >> visible=true", timeout=20_000)
+        assert _shown(page) == (f"xp-pp-frame-{target}", expected[target])
+        red = page.locator(f"#xp-pp-frame-{target} td.xp-diverged").evaluate_all(
+            "cells => [...new Set(cells.map(c => c.dataset.field))]")
+        assert sorted(red) == sorted(f for f in expected[target].split(",") if f)
+
+
+def test_lab_runs_notebook_2_and_the_stepper_follows_the_trace(expected):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with jupyter_lab([NB2]) as (base, _work), chromium_page() as page:
+        page.goto(f"{base}/lab/tree/{NB2.name}?token={TOKEN}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=90_000)
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        page.wait_for_selector("#xp-pp-stepper", timeout=180_000)
+        page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=180_000)
+        page.locator("#xp-pp-stepper").scroll_into_view_if_needed()
+        _check_walk(page, expected)
+        page.locator(FRAME).scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "notebook2-lab-rank-stepper.png"))
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count()
+        assert errors == 0, "a cell wrote to stderr in the browser run"
+
+
+@pytest.mark.skipif(not (JS / "dist" / "embed-amd.js").exists(), reason="html-manager not set up (make test does it)")
+def test_static_html_export_steps_without_a_kernel(expected, tmp_path):
+    ARTIFACTS.mkdir(exist_ok=True)
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(NB2), "--output-dir", str(tmp_path),
+                    f"--HTMLExporter.widget_renderer_url=file://{JS}/dist/embed-amd.js",
+                    f"--HTMLExporter.require_js_url=file://{JS}/require.js"],
+                   check=True, capture_output=True, timeout=120, env={**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+    html = tmp_path / (NB2.stem + ".html")
+    with chromium_page(allow_file=True) as page:
+        page.goto(html.as_uri())
+        _check_walk(page, expected)
+        page.locator(FRAME).scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "notebook2-static-rank-stepper.png"))
+    shutil.copy(html, ARTIFACTS / html.name)
