@@ -1,0 +1,173 @@
+"""Widgets for the CPU communicator notebook (vLLM PR #40150): a live lab and precomputed scenario frames.
+
+``CommLab``: architecture, "shm ops built", node layout, gate and group prefix controls plus a Run
+button. A click re-runs the real backend selection and a real tensor-dict send on 2 rank processes
+(``run_lab``, bounded in time) and re-renders the decision tree, the routing diagram and the per-rank
+table into one ``HTML`` widget. The construction does one real run with the defaults, so the first
+display is deterministic; nothing changes until a click.
+
+``scenario_frames``: one precomputed frame per named scenario in a ``Stack`` jslinked to
+``ToggleButtons``, so it also works in a static HTML export with no kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+import ipywidgets as W
+
+from explainer import render_comm as R
+from explainer.distributed.cpu_communicator import _MACHINE_TO_ARCH, GATES
+from explainer.errors import UsageError
+
+ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings
+LAYOUTS = {"1 node": 1, "2 nodes": 2}
+PREFIXES = ("pp", "tp", "dp")                             # dp: not tp/pp -> silent fallback (older vLLM)
+
+
+def lab_rank(gate: str, group_prefix: str) -> dict:
+    """One rank of a 2-rank group ``group_prefix``: select the backend, then send (0) or receive (1) a PP dict."""
+    import torch
+
+    from explainer.comm_scenarios import _describe, pp_dict
+    from explainer.distributed.parallel_state import GroupCoordinator
+    g = GroupCoordinator([[0, 1]], group_name=group_prefix, gate=gate)
+    comm = g.device_communicator
+    info = {"rank": g.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"), "gate": gate,
+            "backend": comm.backend, "decision": comm.decision.to_json(), "log_lines": list(comm.decision.log_lines),
+            "use_cpu_custom_send_recv": g.use_cpu_custom_send_recv, "gate_inputs": g.gate_inputs,
+            "path": "custom (CpuCommunicator)" if g.use_cpu_custom_send_recv else "generic (metadata + gloo sends)",
+            "error": None, "transfers": [], "received_equal": None}
+    sent = pp_dict()
+    try:
+        if g.is_first_rank:
+            g.send_tensor_dict(sent, 1)
+            info["transfers"] = _describe(sent)
+        else:
+            got = g.recv_tensor_dict(0)
+            info["received_equal"] = got.keys() == sent.keys() and all(
+                torch.equal(got[k], v) and got[k].dtype == v.dtype for k, v in sent.items())
+            info["transfers"] = _describe(got)
+    except Exception as exc:                              # noqa: BLE001 - the error is the lesson
+        info["error"] = {"type": type(exc).__name__, "message": str(exc)}
+    finally:
+        g.destroy()
+    return info
+
+
+def run_lab(arch: str = "x86_64", shm_ops_built: bool = True, nodes: int = 1, gate: str = "post-40150",
+            group_prefix: str = "pp", timeout: float = 20.0) -> list[dict]:
+    """Real run on 2 rank processes; per-rank records (with ``node`` and ``exitcode``), as the scenarios give."""
+    from explainer.distributed.launch import free_port, launch
+    if arch not in ARCHES:
+        raise UsageError(f"arch {arch!r}: accepted {', '.join(ARCHES)}")
+    if nodes not in (1, 2):
+        raise UsageError(f"nodes {nodes!r}: accepted 1 or 2")
+    if gate not in GATES:
+        raise UsageError(f"gate {gate!r}: accepted {', '.join(GATES)}")
+    if group_prefix not in PREFIXES:
+        raise UsageError(f"group_prefix {group_prefix!r}: accepted {', '.join(PREFIXES)}")
+    ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
+    node_of = [0, 0] if nodes == 1 else [0, 1]
+    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_CPU_ARCH": _MACHINE_TO_ARCH[arch],
+            "EXPLAINER_SHM_OPS": "1" if shm_ops_built else "0", "EXPLAINER_COMM_TIMEOUT": "8"} for r in range(2)]
+    out = []
+    for res in launch(lab_rank, 2, args=(gate, group_prefix), env_per_rank=env, timeout=timeout):
+        info = dict(res.value) if res.ok else {"rank": res.rank, "error": res.error, "backend": None,
+                                               "log_lines": [], "transfers": [], "gate": gate}
+        info.update(node=node_of[res.rank], exitcode=res.exitcode)
+        out.append(info)
+    return out
+
+
+def outcome(per_rank: Sequence[Mapping]) -> str:
+    """``delivered`` or ``<ErrorType> on rank(s) ...``."""
+    errs = [i for i in per_rank if i.get("error")]
+    if errs:
+        types = sorted({i["error"]["type"] for i in errs})
+        return f"{'/'.join(types)} on rank(s) {', '.join(str(i['rank']) for i in errs)}"
+    return "delivered" if per_rank[-1].get("received_equal") else "not delivered"
+
+
+def svg(dot: str) -> str:
+    """DOT source -> SVG text with the ``dot`` binary."""
+    import graphviz
+    return graphviz.Source(dot).pipe(format="svg").decode()
+
+
+def run_frame(title: str, per_rank: Sequence[Mapping]) -> str:
+    """Decision tree (rank 0) + tensor-dict routing as SVG, then the per-rank table."""
+    return R.frame_html(f"{title} — outcome: {outcome(per_rank)}", per_rank,
+                        [svg(R.run_selection_dot(per_rank)), svg(R.tensor_dict_dot(per_rank))])
+
+
+class CommLab:
+    """Controls + Run: re-runs the real selection and send on 2 processes and re-renders the result."""
+
+    def __init__(self, *, timeout: float = 20.0):
+        self.timeout = timeout
+        self.arch = W.Dropdown(options=ARCHES, value="x86_64", description="architecture")
+        self.shm_ops = W.Checkbox(value=True, description="shm ops built", indent=False)
+        self.layout = W.ToggleButtons(options=list(LAYOUTS), value="1 node", description="ranks on")
+        self.gate = W.ToggleButtons(options=list(GATES), value="post-40150", description="gate")
+        self.prefix = W.Dropdown(options=PREFIXES, value="pp", description="group prefix")
+        self.button = W.Button(description="Run (2 processes)", button_style="primary")
+        self.status = W.HTML()
+        self.html = W.HTML()
+        self.button.on_click(self._on_click)
+        self.widget = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
+                              W.HBox([self.gate, self.button]), self.status, self.html])
+        self.run()
+
+    def settings(self) -> dict:
+        return dict(arch=self.arch.value, shm_ops_built=self.shm_ops.value, nodes=LAYOUTS[self.layout.value],
+                    gate=self.gate.value, group_prefix=self.prefix.value)
+
+    def run(self) -> list[dict]:
+        """One real run with the current control values; updates the status line and the HTML."""
+        s = self.settings()
+        self.last = run_lab(**s, timeout=self.timeout)
+        title = (f"{s['arch']}, shm ops built={s['shm_ops_built']}, {s['nodes']} node(s), gate {s['gate']}, "
+                 f"group {s['group_prefix']}")
+        self.status.value = (f'<span id="xp-comm-outcome" data-outcome="{outcome(self.last)}">'
+                             f"last run: {title} — <b>{outcome(self.last)}</b></span>")
+        self.html.value = run_frame(title, self.last)
+        return self.last
+
+    def _on_click(self, _button) -> None:
+        self.button.disabled = True
+        try:
+            self.run()
+        finally:
+            self.button.disabled = False
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class ScenarioFrames:
+    """ToggleButtons jslinked to a Stack of precomputed frames (works without a kernel)."""
+
+    def __init__(self, runs: Mapping[str, Sequence[Mapping]]):
+        if not runs:
+            raise UsageError("ScenarioFrames needs at least one run (got 0)")
+        self.names = list(runs)
+        self.frames = [run_frame(n, runs[n]) for n in self.names]
+        self.buttons = W.ToggleButtons(options=self.names, value=self.names[0], description="scenario")
+        self.stack = W.Stack([W.HTML(f) for f in self.frames], selected_index=0)
+        W.jslink((self.buttons, "index"), (self.stack, "selected_index"))
+        self.buttons.observe(lambda ch: setattr(self.stack, "selected_index", ch["new"]), names="index")
+        self.widget = W.VBox([self.buttons, self.stack])
+
+    @property
+    def current(self) -> str:
+        return self.frames[self.stack.selected_index]
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def scenario_frames(results: Mapping) -> ScenarioFrames:
+    """Frames from ``ScenarioResult``s (or per-rank lists) keyed by scenario name."""
+    return ScenarioFrames({n: (r.details["per_rank"] if hasattr(r, "details") else r) for n, r in results.items()})

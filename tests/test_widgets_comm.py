@@ -1,0 +1,66 @@
+"""CPU communicator widgets, headless: controls + Run re-run the real selection on 2 processes."""
+
+import os
+import re
+
+import pytest
+
+from explainer import widgets_comm as WC
+from explainer.errors import UsageError
+
+from test_render_comm import INTER_NODE, PRE_ERRORS, SAME_NODE, run
+
+
+def _shown_outcome(lab) -> str:
+    return re.search(r'data-outcome="([^"]*)"', lab.status.value).group(1)
+
+
+def _segments(idents) -> list[str]:
+    """Segments in /dev/shm named after one of these runs' groups (other tests may run alongside)."""
+    names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
+    return [n for n in names if any(n.startswith(f"{i}-") for i in idents)]
+
+
+@pytest.mark.slow
+def test_lab_buttons_rerun_the_real_selection():
+    lab = WC.CommLab(timeout=20)
+    idents = {i["ident"] for i in lab.last}
+    assert _shown_outcome(lab) == "delivered" and [i["backend"] for i in lab.last] == ["shm", "shm"]
+    assert "<svg" in lab.html.value and 'data-rank="1" data-row="backend"><code>shm</code>' in lab.html.value
+    lab.layout.value, lab.gate.value = "2 nodes", "pre-40150"
+    lab.button.click()
+    idents |= {i["ident"] for i in lab.last}
+    assert _shown_outcome(lab) == "AttributeError on rank(s) 0, 1"
+    assert "has no attribute &#x27;recv_tensor_dict&#x27;" in lab.html.value
+    assert all(i["exitcode"] is not None for i in lab.last)             # the rank processes ended
+    lab.gate.value = "post-40150"
+    lab.button.click()
+    assert _shown_outcome(lab) == "delivered" and lab.last[1]["path"].startswith("generic")
+    assert "CPU SHM communicator disabled for group pp:0" in lab.html.value
+    assert len(idents) == 3 and _segments(idents) == []                  # nothing left in /dev/shm
+
+
+def test_run_lab_rejects_bad_settings_before_starting_processes():
+    with pytest.raises(UsageError, match="arch 'riscv64': accepted x86_64"):
+        WC.run_lab(arch="riscv64")
+    with pytest.raises(UsageError, match="nodes 3"):
+        WC.run_lab(nodes=3)
+    with pytest.raises(UsageError, match="group_prefix 'ep'"):
+        WC.run_lab(group_prefix="ep")
+
+
+def test_outcome_names_the_failing_ranks():
+    assert WC.outcome(run(INTER_NODE, "pre-40150", nodes=2, errors=PRE_ERRORS)) == "AttributeError on rank(s) 0, 1"
+    assert WC.outcome(run(SAME_NODE, "post-40150")) == "delivered"
+
+
+def test_scenario_frames_follow_the_toggle():
+    runs = {"comm-same-node": run(SAME_NODE, "post-40150"),
+            "comm-inter-node-pre-fix": run(INTER_NODE, "pre-40150", nodes=2, errors=PRE_ERRORS)}
+    sf = WC.ScenarioFrames(runs)
+    assert sf.stack.selected_index == 0 and "comm-same-node — outcome: delivered" in sf.current
+    sf.buttons.value = "comm-inter-node-pre-fix"
+    assert sf.stack.selected_index == 1 and "outcome: AttributeError on rank(s) 0, 1" in sf.current
+    assert all(f.count("<svg") == 2 for f in sf.frames)
+    with pytest.raises(UsageError):
+        WC.ScenarioFrames({})
