@@ -154,7 +154,8 @@ class ScenarioFrames:
             raise UsageError("ScenarioFrames needs at least one run (got 0)")
         self.names = list(runs)
         self.frames = [run_frame(n, runs[n]) for n in self.names]
-        self.buttons = W.ToggleButtons(options=self.names, value=self.names[0], description="scenario")
+        self.buttons = W.ToggleButtons(options=self.names, value=self.names[0], description="scenario",
+                                       style={"button_width": "auto"})
         self.stack = W.Stack([W.HTML(f) for f in self.frames], selected_index=0)
         W.jslink((self.buttons, "index"), (self.stack, "selected_index"))
         self.buttons.observe(lambda ch: setattr(self.stack, "selected_index", ch["new"]), names="index")
