@@ -186,8 +186,10 @@ def _arrived(info: Mapping) -> str:
 def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
     """DOT of the tensor-dict call routing with the route both ranks took highlighted (and its end)."""
     ranks = masked(per_rank)
-    r0 = ranks[0]
-    custom = bool(r0.get("use_cpu_custom_send_recv"))
+    r0 = next((i for i in ranks if "use_cpu_custom_send_recv" in i), None)   # a rank that reached the gate
+    known = r0 is not None
+    r0 = r0 or {}
+    custom, generic = known and bool(r0["use_cpu_custom_send_recv"]), known and not r0["use_cpu_custom_send_recv"]
     backend = r0.get("backend")
     errors = [(i["rank"], i["error"]) for i in ranks if i.get("error")]
     etypes = {e["type"] for _, e in errors}
@@ -197,7 +199,7 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];', '  edge [fontname="Helvetica", fontsize=9];',
            _node("call", "rank 0: GroupCoordinator.send_tensor_dict(d, dst=1)\n"
                          "rank 1: GroupCoordinator.recv_tensor_dict(src=0)", True, "#e3f2fd"),
-           _node("gate", _gate_label(r0), True, WARN, "box"),
+           _node("gate", _gate_label(r0) if known else "gate: no rank reached it", known, WARN, "box"),
            _node("custom", "custom path:\ndevice_communicator.send/recv_tensor_dict\n"
                            f"(CpuCommunicator, backend observed:\n{backend})", custom, GOOD if backend == "shm" else BAD),
            _node("shm_stream", "_CPUSHMDistributed: the whole dict\nas one shared-memory stream (header with\n"
@@ -212,21 +214,23 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
                  "NotImplementedError" in etypes, BAD),
            _node("generic", "generic path: send_object(metadata),\nthen one torch.distributed.send per\n"
                             "non-empty tensor over the gloo cpu_group\n(metadata: JSON here, pickle in vLLM)",
-                 not custom, GOOD),
+                 generic, GOOD),
            _node("delivered", "rank 1 received:\n" + _wrap(_arrived(recv) or "-", 40) + "\nequal to what rank 0 sent: "
                               f"{recv.get('received_equal')}", delivered, GOOD)]
     other = [(r, e) for r, e in errors if e["type"] not in ("AttributeError", "NotImplementedError")]
     if other:
-        out.append(_node("other_error", "\n".join(f"rank {r}: {e['type']}: {e['message']}" for r, e in other),
-                         True, BAD))
-    out += [_edge("call", "gate", "", True),
+        out.append(_node("other_error", "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 50)
+                                                  for r, e in other), True, BAD))
+        out.append(_edge("generic" if generic else ("shm_stream" if backend == "shm" else "custom") if custom else "call",
+                         "other_error", "fails", True))
+    out += [_edge("call", "gate", "", known),
             _edge("gate", "custom", "True", custom),
-            _edge("gate", "generic", "False", not custom),
+            _edge("gate", "generic", "False", generic),
             _edge("custom", "shm_stream", "shm", custom and backend == "shm"),
             _edge("custom", "attr_error", "torch.distributed, pre-#40150", custom and "AttributeError" in etypes),
             _edge("custom", "nie", "torch.distributed, post-#40150", "NotImplementedError" in etypes),
             _edge("shm_stream", "delivered", "", delivered and custom),
-            _edge("generic", "delivered", "", delivered and not custom)]
+            _edge("generic", "delivered", "", delivered and generic)]
     out.append(_legend(["legend", "blue, bold: the route taken", "green: works", "red: the call fails",
                         "grey dashed: not taken"]))
     out.append("}")

@@ -13,6 +13,7 @@ display is deterministic; nothing changes until a click.
 from __future__ import annotations
 
 import os
+from html import escape
 from typing import Mapping, Sequence
 
 import ipywidgets as W
@@ -98,8 +99,8 @@ def svg(dot: str) -> str:
 
 def run_frame(title: str, per_rank: Sequence[Mapping]) -> str:
     """Decision tree (rank 0) + tensor-dict routing as SVG, then the per-rank table."""
-    return R.frame_html(f"{title} — outcome: {outcome(per_rank)}", per_rank,
-                        [svg(R.run_selection_dot(per_rank)), svg(R.tensor_dict_dot(per_rank))])
+    tree = [svg(R.run_selection_dot(per_rank))] if per_rank[0].get("decision") else []   # rank 0 may have died
+    return R.frame_html(f"{title} — outcome: {outcome(per_rank)}", per_rank, tree + [svg(R.tensor_dict_dot(per_rank))])
 
 
 class CommLab:
@@ -139,6 +140,9 @@ class CommLab:
         self.button.disabled = True
         try:
             self.run()
+        except Exception as exc:                          # noqa: BLE001 - JupyterLab would swallow it
+            self.status.value = (f'<span id="xp-comm-outcome" data-outcome="error">run failed: '
+                                 f"{escape(type(exc).__name__)}: {escape(str(exc))}</span>")
         finally:
             self.button.disabled = False
 

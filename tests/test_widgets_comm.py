@@ -64,3 +64,15 @@ def test_scenario_frames_follow_the_toggle():
     assert all(f.count("<svg") == 2 for f in sf.frames)
     with pytest.raises(UsageError):
         WC.ScenarioFrames({})
+
+
+def test_frame_survives_a_rank_that_died():
+    died = run(SAME_NODE, "post-40150")
+    died[0] = {"rank": 0, "node": 0, "error": {"type": "ProcessDied", "message": "rank 0 exited with code -9"},
+               "backend": None, "log_lines": [], "transfers": []}
+    died[1]["error"], died[1]["received_equal"] = {"type": "TimeoutError", "message": "peer gone"}, None
+    html = WC.run_frame("died", died)
+    assert html.count("<svg") == 1 and "ProcessDied" in html and "outcome: ProcessDied/TimeoutError" in html
+    from test_render_comm import classes
+    taken, _, te, _ = classes(WC.R.tensor_dict_dot(died))       # rank 1 reached the gate: its route, then the error
+    assert taken == {"call", "gate", "custom", "shm_stream", "other_error"} and "shm_stream -> other_error" in te
