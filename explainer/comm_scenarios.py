@@ -35,25 +35,28 @@ def _describe(d: dict) -> list[dict]:
              "shape": list(v.shape), "bytes": v.numel() * v.element_size()} for k, v in d.items()]
 
 
-def exchange_rank(gate: str) -> dict:
-    """One PP rank: build the group, then send (rank 0) or receive (rank 1) the dict."""
+def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
+    """One rank of a 2-rank group: build it (vLLM's PP group for "pp"), then send (rank 0) or receive (rank 1)."""
     import torch
 
-    from explainer.distributed.parallel_state import destroy_model_parallel, initialize_pp_group
-    pp = initialize_pp_group(gate=gate)
-    comm = pp.device_communicator
-    info = {"rank": pp.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"), "gate": gate,
+    from explainer.distributed.parallel_state import GroupCoordinator, destroy_model_parallel, initialize_pp_group
+    if group_prefix == "pp":
+        group = initialize_pp_group(gate=gate)
+    else:                                               # tp/dp: same machinery under another group name
+        group = GroupCoordinator([[0, 1]], group_name=group_prefix, gate=gate)
+    comm = group.device_communicator
+    info = {"rank": group.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"), "gate": gate,
             "backend": comm.backend, "decision": comm.decision.to_json(), "log_lines": list(comm.decision.log_lines),
-            "use_cpu_custom_send_recv": pp.use_cpu_custom_send_recv, "gate_inputs": pp.gate_inputs,
-            "path": "custom (CpuCommunicator)" if pp.use_cpu_custom_send_recv else "generic (metadata + gloo sends)",
+            "use_cpu_custom_send_recv": group.use_cpu_custom_send_recv, "gate_inputs": group.gate_inputs,
+            "path": "custom (CpuCommunicator)" if group.use_cpu_custom_send_recv else "generic (metadata + gloo sends)",
             "error": None, "transfers": [], "received_equal": None}
     expected = pp_dict()
     try:
-        if pp.is_first_rank:
-            pp.send_tensor_dict(expected)
+        if group.is_first_rank:
+            group.send_tensor_dict(expected, 1)
             info["transfers"] = _describe(expected)
         else:
-            got = pp.recv_tensor_dict()
+            got = group.recv_tensor_dict(0)
             info["received_equal"] = got.keys() == expected.keys() and all(
                 torch.equal(got[k], v) and got[k].dtype == v.dtype for k, v in expected.items())
             info["transfers"] = _describe(got)
@@ -61,7 +64,10 @@ def exchange_rank(gate: str) -> dict:
         info["error"] = {"type": type(exc).__name__, "message": str(exc)}
         info["traceback"] = "".join(traceback.format_exception(exc)[-3:])
     finally:
-        destroy_model_parallel()
+        if group_prefix == "pp":
+            destroy_model_parallel()
+        else:
+            group.destroy()
     return info
 
 

@@ -1,7 +1,7 @@
 """CPU communicator runs -> DOT sources, HTML tables and a benchmark figure (vLLM PR #40150).
 
-Pure functions over the per-rank records a real run returns (``comm_scenarios.exchange_rank`` or
-``widgets_comm.lab_rank``: backend, decision, gate inputs, path, transfers, error). Run-specific
+Pure functions over the per-rank records a real run returns (``comm_scenarios.exchange_rank``, which both the
+scenarios and the lab run: backend, decision, gate inputs, path, transfers, error). Run-specific
 values that change every run (the per-node ident, i.e. a free port, and pids) are masked by
 ``masked()`` so outputs stay comparable: node k's ident is shown as ``PORT@nodek``.
 

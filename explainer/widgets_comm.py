@@ -19,42 +19,13 @@ from typing import Mapping, Sequence
 import ipywidgets as W
 
 from explainer import render_comm as R
-from explainer.distributed.cpu_communicator import _MACHINE_TO_ARCH, GATES
+from explainer.comm_scenarios import exchange_rank
+from explainer.distributed.cpu_communicator import MACHINE_TO_ARCH, GATES
 from explainer.errors import UsageError
 
 ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings
 LAYOUTS = {"1 node": 1, "2 nodes": 2}
 PREFIXES = ("pp", "tp", "dp")                             # dp: not tp/pp -> silent fallback (older vLLM)
-
-
-def lab_rank(gate: str, group_prefix: str) -> dict:
-    """One rank of a 2-rank group ``group_prefix``: select the backend, then send (0) or receive (1) a PP dict."""
-    import torch
-
-    from explainer.comm_scenarios import _describe, pp_dict
-    from explainer.distributed.parallel_state import GroupCoordinator
-    g = GroupCoordinator([[0, 1]], group_name=group_prefix, gate=gate)
-    comm = g.device_communicator
-    info = {"rank": g.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"), "gate": gate,
-            "backend": comm.backend, "decision": comm.decision.to_json(), "log_lines": list(comm.decision.log_lines),
-            "use_cpu_custom_send_recv": g.use_cpu_custom_send_recv, "gate_inputs": g.gate_inputs,
-            "path": "custom (CpuCommunicator)" if g.use_cpu_custom_send_recv else "generic (metadata + gloo sends)",
-            "error": None, "transfers": [], "received_equal": None}
-    sent = pp_dict()
-    try:
-        if g.is_first_rank:
-            g.send_tensor_dict(sent, 1)
-            info["transfers"] = _describe(sent)
-        else:
-            got = g.recv_tensor_dict(0)
-            info["received_equal"] = got.keys() == sent.keys() and all(
-                torch.equal(got[k], v) and got[k].dtype == v.dtype for k, v in sent.items())
-            info["transfers"] = _describe(got)
-    except Exception as exc:                              # noqa: BLE001 - the error is the lesson
-        info["error"] = {"type": type(exc).__name__, "message": str(exc)}
-    finally:
-        g.destroy()
-    return info
 
 
 def run_lab(arch: str = "x86_64", shm_ops_built: bool = True, nodes: int = 1, gate: str = "post-40150",
@@ -71,10 +42,10 @@ def run_lab(arch: str = "x86_64", shm_ops_built: bool = True, nodes: int = 1, ga
         raise UsageError(f"group_prefix {group_prefix!r}: accepted {', '.join(PREFIXES)}")
     ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
     node_of = [0, 0] if nodes == 1 else [0, 1]
-    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_CPU_ARCH": _MACHINE_TO_ARCH[arch],
+    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_CPU_ARCH": MACHINE_TO_ARCH[arch],
             "EXPLAINER_SHM_OPS": "1" if shm_ops_built else "0", "EXPLAINER_COMM_TIMEOUT": "8"} for r in range(2)]
     out = []
-    for res in launch(lab_rank, 2, args=(gate, group_prefix), env_per_rank=env, timeout=timeout):
+    for res in launch(exchange_rank, 2, args=(gate, group_prefix), env_per_rank=env, timeout=timeout):
         info = dict(res.value) if res.ok else {"rank": res.rank, "error": res.error, "backend": None,
                                                "log_lines": [], "transfers": [], "gate": gate}
         info.update(node=node_of[res.rank], exitcode=res.exitcode)

@@ -43,7 +43,7 @@ FALLBACK_LOG = ("CPU SHM communicator disabled for group %s: ranks do not share 
 NO_DICT_FASTPATH = "CpuCommunicator does not support tensor dict fastpath with torch.distributed backend."
 ONLY_TENSORS = "CpuCommunicator only supports sending tensors."
 VLLM_ARCH_ALLOW_LIST = ("X86", "ARM", "S390X")    # vLLM 02bdead; older: X86 only, then X86+ARM
-_MACHINE_TO_ARCH = {"x86_64": "X86", "amd64": "X86", "i686": "X86", "i386": "X86", "aarch64": "ARM",
+MACHINE_TO_ARCH = {"x86_64": "X86", "amd64": "X86", "i686": "X86", "i386": "X86", "aarch64": "ARM",
                     "arm64": "ARM", "ppc64le": "POWERPC", "ppc64": "POWERPC", "s390x": "S390X",
                     "riscv64": "RISCV"}
 
@@ -64,13 +64,13 @@ def get_cpu_architecture() -> str:
     forced = os.environ.get("EXPLAINER_CPU_ARCH")
     if forced:
         return forced.upper()
-    return _MACHINE_TO_ARCH.get(platform.machine().lower(), "UNKNOWN")
+    return MACHINE_TO_ARCH.get(platform.machine().lower(), "UNKNOWN")
 
 
 def shm_ops_available() -> bool:
     """The toy's ``hasattr(torch.ops._C, "init_shm_manager")``: /dev/shm exists and the host is x86-64,
     whose store order (TSO) the Python channel relies on; elsewhere it is "not built" (fall back)."""
-    return os.path.isdir(shm.SHM_DIR) and _MACHINE_TO_ARCH.get(platform.machine().lower()) == "X86"
+    return os.path.isdir(shm.SHM_DIR) and MACHINE_TO_ARCH.get(platform.machine().lower()) == "X86"
 
 
 def default_ident() -> str:
