@@ -5,8 +5,11 @@ PYTEST_FLAGS ?=
 
 .PHONY: lab test setup-lab setup-test bench notebooks clean
 
+# Loopback only; as root (containers, workshop VMs) Jupyter needs --allow-root.
+LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup-lab
-	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
 test: setup-test
 	$(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
