@@ -19,8 +19,8 @@ import traceback
 
 from explainer.scenario import ScenarioResult, scenario
 
-NOTE = ("communicator scenarios always run real rank processes (gloo over 127.0.0.1, shared memory in "
-        "/dev/shm) whichever backend is asked for; --backend only labels the run")
+NOTE = ("a communicator is multi-process by nature: these scenarios always run real rank processes (gloo over "
+        "127.0.0.1, shared memory in /dev/shm) and report backend 'processes', whichever backend is asked for")
 
 
 def pp_dict():
@@ -97,7 +97,7 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
         summary.append("    " + (f"{i['error']['type']}: {i['error']['message']}" if i.get("error") else
                                  ("received the dict intact" if i.get("received_equal") else "sent the dict")))
     return ScenarioResult(
-        scenario=name, pp_size=2, backend=backend, outcome="ok" if delivered else "runtime-error",
+        scenario=name, pp_size=2, backend="processes", outcome="ok" if delivered else "runtime-error",
         error=error, processes_started=len(results),
         bytes_per_step={t["name"]: t["bytes"] for t in sent} if delivered else {},
         details={"note": NOTE, "transport": "processes", "gate": gate, "simulated_nodes": nodes,
