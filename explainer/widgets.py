@@ -30,8 +30,9 @@ class Stepper:
         self.slider = W.IntSlider(value=start, min=0, max=last, step=1, description=description,
                                   continuous_update=True, layout=W.Layout(width="520px"))
         self.stack = W.Stack([W.HTML(f) for f in self.frames], selected_index=start)
-        W.jslink((self.play, "value"), (self.slider, "value"))
-        W.jslink((self.slider, "value"), (self.stack, "selected_index"))
+        # browser-side links: they keep working in a static HTML export, where Python observers are dead
+        self.links = (W.jslink((self.play, "value"), (self.slider, "value")),
+                      W.jslink((self.slider, "value"), (self.stack, "selected_index")))
         self.slider.observe(self._on_value, names="value")
         parts = [W.HTML(header)] if header else []
         self.widget = W.VBox(parts + [W.HBox([self.play, self.slider]), self.stack])

@@ -4,6 +4,8 @@ import logging
 import multiprocessing
 
 import pytest
+
+from explainer import task
 from torch import nn
 
 from explainer import config as config_mod
@@ -150,8 +152,8 @@ def test_pp2_pre_fix_passes_the_check_and_builds_ranks(constructions):
 def test_pp1_works_on_the_post_fix_model(constructions):
     cfg = EngineConfig(model=POST, pipeline_parallel_size=1)
     assert (cfg.canvas_length, cfg.max_denoising_steps, cfg.max_num_seqs) == (8, 48, 8)
-    out = engine_mod.LLMEngine(cfg).generate([[5, 6, 3]], max_tokens=8, seeds=[0])
-    assert len(out[0].output_token_ids) >= 1 and constructions["runner"] == 1
+    out = engine_mod.LLMEngine(cfg).generate([task.encode("451")], max_tokens=32, seeds=[0])
+    assert task.decode(out[0].output_token_ids) == task.spell(451) and constructions["runner"] == 1
 
 
 def test_rejection_is_caught_as_either_type():

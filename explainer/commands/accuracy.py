@@ -25,6 +25,7 @@ def configure(parser):
 def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, label: str) -> dict:
     """Exact match of one engine configuration; ``outcome`` says if it ran at all."""
     from explainer import task
+    from explainer.config import PipelineParallelNotSupportedError
     from explainer.engine import LLMEngine, RankFailure, error_summary
     from explainer.trace import Trace
 
@@ -32,7 +33,7 @@ def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, l
     try:
         engine = LLMEngine.from_engine_args(Trace(enabled=False), model=model, pipeline_parallel_size=pp,
                                             pp_mode=mode, seed=seed)
-    except (RankFailure, ValueError) as exc:
+    except (RankFailure, PipelineParallelNotSupportedError) as exc:     # bad values stay UsageErrors (exit 2)
         cause = exc.cause if isinstance(exc, RankFailure) else exc
         outcome = "warmup-crash" if isinstance(exc, RankFailure) else "startup-rejected"
         return {**row, "outcome": outcome, "error": error_summary(cause), "exact_match": None, "texts": []}
