@@ -51,6 +51,7 @@ js=$VENV/share/explainer-js
 if [ "$want" = test ] && [ ! -f $js/dist/embed-amd.js ]; then
   command -v npm >/dev/null 2>&1 || apt_install npm npm
   tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && npm pack --silent @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 >/dev/null </dev/null \
      && tar xzf jupyter-widgets-html-manager-1.0.15.tgz && mkdir -p req && tar xzf requirejs-2.3.8.tgz -C req) \
     || { echo "setup: npm pack of @jupyter-widgets/html-manager failed" >&2; rm -rf "$tmp"; exit 1; }

@@ -122,3 +122,12 @@ def test_shm_ops_default_to_x86_hosts_only(monkeypatch):
     for machine, built in [("x86_64", True), ("aarch64", False), ("ppc64le", False)]:
         monkeypatch.setattr(cc.platform, "machine", lambda m=machine: m)
         assert cc.CommConfig().resolved().shm_ops_built is built
+
+
+@pytest.mark.parametrize("name,value", [("EXPLAINER_COMM_TIMEOUT", "soon"), ("EXPLAINER_COMM_TIMEOUT", "-1"),
+                                        ("EXPLAINER_SHM_CHUNK_BYTES", "1.5"), ("EXPLAINER_SHM_CHUNK_BYTES", "0")])
+def test_bad_environment_numbers_name_the_variable(monkeypatch, name, value):
+    from explainer.distributed.cpu_communicator import CommConfig
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=rf"{name}={value!r}: accepted are"):
+        CommConfig().resolved()

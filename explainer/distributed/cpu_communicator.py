@@ -59,6 +59,20 @@ def _env_flag(name: str, default: bool) -> bool:
     raise ValueError(f"{name}={value!r}: accepted values are 1/0, true/false, yes/no, on/off")
 
 
+def env_number(name: str, default: float, kind=float, minimum: float = 0) -> float:
+    """A numeric environment variable; a bad value names the variable and the accepted range."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = kind(value)
+    except ValueError:
+        number = None
+    if number is None or number <= minimum:
+        raise ValueError(f"{name}={value!r}: accepted are {kind.__name__} values > {minimum}")
+    return number
+
+
 def get_cpu_architecture() -> str:
     """vLLM's ``CpuArchEnum`` name for this machine (``EXPLAINER_CPU_ARCH`` overrides it)."""
     forced = os.environ.get("EXPLAINER_CPU_ARCH")
@@ -96,10 +110,10 @@ class CommConfig:
         """A copy with every ``None`` filled from the environment, validated."""
         if self.gate not in GATES:
             raise ValueError(f"gate {self.gate!r}: accepted {', '.join(GATES)}")
-        timeout = self.timeout if self.timeout is not None else float(os.environ.get("EXPLAINER_COMM_TIMEOUT", 30))
+        timeout = self.timeout if self.timeout is not None else env_number("EXPLAINER_COMM_TIMEOUT", 30.0)
         if timeout <= 0:
             raise ValueError(f"timeout {timeout}: accepted are seconds > 0")
-        chunk = self.chunk_bytes or int(os.environ.get("EXPLAINER_SHM_CHUNK_BYTES", shm.DEFAULT_CHUNK_BYTES))
+        chunk = self.chunk_bytes or env_number("EXPLAINER_SHM_CHUNK_BYTES", shm.DEFAULT_CHUNK_BYTES, int)
         return dataclasses.replace(
             self, ident=self.ident if self.ident is not None else default_ident(),
             shm_ops_built=(self.shm_ops_built if self.shm_ops_built is not None

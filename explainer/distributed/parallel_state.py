@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from explainer.distributed.cpu_communicator import GATES, CommConfig, CpuCommunicator  # noqa: F401
+from explainer.distributed.cpu_communicator import GATES, CommConfig, CpuCommunicator, env_number  # noqa: F401
 from explainer.distributed.errors import BroadcastMismatchError
 from explainer.distributed.shm import DTYPES, PeerGoneError
 from explainer.errors import UsageError
@@ -322,7 +322,7 @@ def init_distributed_environment(timeout: float | None = None) -> None:
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise RuntimeError(f"environment lacks {', '.join(missing)}; run under torchrun or explainer's launch()")
-    secs = timeout if timeout is not None else float(os.environ.get("EXPLAINER_COMM_TIMEOUT", 30))
+    secs = timeout if timeout is not None else env_number("EXPLAINER_COMM_TIMEOUT", 30.0)
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=secs))
 
 
