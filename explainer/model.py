@@ -324,7 +324,9 @@ class DiffusionGemmaModel(nn.Module):
     def make_empty_intermediate_tensors(self, batch_size: int, dtype=torch.float32, device="cpu",
                                         num_tokens: int | None = None) -> IntermediateTensors:
         """Zero buffers a non-first stage receives into: [batch_size, T, H] ("hidden_states", "residual").
-        ``num_tokens`` defaults to the canvas length (a denoise / commit step)."""
+        ``num_tokens`` defaults to the canvas length (a denoise / commit step). vLLM's signature is
+        ``(batch_size, dtype, device)`` with one flat token dimension (it passes max_num_batched_tokens as
+        batch_size); the toy keeps a batch dimension, so the token count is this extra keyword."""
         T = self.config.canvas_length if num_tokens is None else num_tokens
         shape = (batch_size, T, self.config.hidden_size)
         return IntermediateTensors({"hidden_states": torch.zeros(shape, dtype=dtype, device=device),

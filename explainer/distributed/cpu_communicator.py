@@ -255,8 +255,8 @@ class CpuCommunicator:
     def _all_group_ranks_share_shm_group_name(self) -> bool:
         """Collective: safe because conditions a-c are equal on every rank of the group."""
         self.decision.group_name = local = _CPUSHMDistributed.make_group_name(self)
-        names: list = [None] * self.world_size
-        torch.distributed.all_gather_object(names, local, group=self.device_group)
+        # vLLM: all_gather_object (pickle); here the same gather as length-prefixed bytes, never unpickled
+        names = _all_gather_str(local, self.device_group)
         self.decision.names_seen = list(names)
         return len(set(names)) == 1
 
