@@ -7,7 +7,7 @@ only if all of these hold, evaluated in this order with Python's short-circuit `
   a. the CPU architecture is in the allow-list       (vLLM: X86, ARM, S390X)
   b. the shared-memory ops are built                 (vLLM: ``hasattr(torch.ops._C, "init_shm_manager")``)
   c. the group's unique name starts with tp or pp    (vLLM: ``unique_name.startswith(("tp", "pp"))``)
-  d. every rank computed the same SHM group name     (an ``all_gather_object`` over the device group)
+  d. every rank computed the same SHM group name     (vLLM: ``all_gather_object``; here a pickle-free byte gather)
 
 ``dist_module`` is duck-typed: only the SHM shim has ``send_tensor_dict``/``recv_tensor_dict``. Before
 #40150 the communicator forwarded to it unconditionally, so after a fallback the call reached the
