@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import sys
 
 from explainer.bench import AREAS
 from explainer.errors import UsageError
@@ -28,6 +29,7 @@ def run(args):
             if exc.name == f"explainer.bench.{area}":
                 continue
             raise
+        print(f"bench: measuring {area} ...", file=sys.stderr, flush=True)      # progress: runs take seconds
         rows.extend(module.run(quick=args.quick))
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
