@@ -152,7 +152,7 @@ def test_segment_is_0600_whatever_the_umask_and_named_from_the_group():
         os.umask(old)
     try:
         for g in (a, b):
-            assert re.fullmatch(rf"{re.escape(tag)}-pp:0-\[0-1\]-cpushm_{g.rank}-[0-9a-f]{{8}}", g.name), g.name
+            assert re.fullmatch(rf"{re.escape(tag)}-pp:0-\[0-1\]-cpushm_{g.rank}-{os.getpid()}-[0-9a-f]{{8}}", g.name), g.name
             mode = os.stat(os.path.join(shm.SHM_DIR, g.name)).st_mode
             assert stat.S_IMODE(mode) == 0o600
         assert len(_listing(tag)) == 2

@@ -258,3 +258,16 @@ def test_runs_under_torchrun():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "names_agree=yes -> shm" in proc.stdout
     assert "'received': {'hidden_states': [2, 4], 'residual': [2, 4]}" in proc.stdout
+
+
+def killed_during_setup(tag):
+    """Dies by SIGKILL after creating its segment but before any peer learnt the segment's name."""
+    shm.ShmGroup(f"{tag}-pp:0-[0]-cpushm", 0, 1, exchange=lambda name: os.kill(os.getpid(), signal.SIGKILL),
+                 barrier=lambda: None)
+
+
+def test_launcher_sweeps_the_segment_of_a_rank_killed_during_setup():
+    tag = f"tsweep{uuid.uuid4().hex[:6]}"
+    (res,) = launch(killed_during_setup, 1, args=(tag,), timeout=30)
+    assert not res.ok and res.exitcode == -signal.SIGKILL
+    assert _listing(tag) == []            # SIGKILL runs no handler: only the launcher's sweep removes it

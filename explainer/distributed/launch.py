@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
+from explainer.distributed import shm
+
 _PRELOAD = ["torch", "torch.distributed", "explainer.distributed.parallel_state"]
 
 
@@ -203,6 +205,8 @@ def _collect(procs, conns, t0: float, timeout: float, grace: float) -> list[Rank
         proc.join(max(0.5, grace))
         _end(proc)
         results[r].exitcode = proc.exitcode
+        if proc.exitcode != 0:                            # killed or crashed: sweep what it may have left
+            shm.sweep_segments_of(proc.pid)
     return [results[r] for r in range(len(procs))]
 
 

@@ -45,6 +45,7 @@ import ctypes
 import math
 import mmap
 import os
+import re
 import secrets
 import select
 import signal
@@ -153,6 +154,16 @@ def _unlink_name(name: str) -> None:
     _OWNED_NAMES.discard(name)
 
 
+def sweep_segments_of(pid: int) -> list[str]:
+    """Unlink every segment a (dead) process created; returns the names. Covers a rank SIGKILLed during set-up,
+    before its peers knew its segment's name (after set-up, peers unlink a dead rank's segment themselves)."""
+    suffix = re.compile(rf"-cpushm_\d+-{pid}-[0-9a-f]{{8}}$")
+    swept = [n for n in os.listdir(SHM_DIR) if suffix.search(n)] if os.path.isdir(SHM_DIR) else []
+    for name in swept:
+        _unlink_name(name)
+    return swept
+
+
 def close_all() -> None:
     """Close every live channel of this process and unlink every name it created."""
     for g in list(_LIVE_GROUPS):
@@ -210,7 +221,8 @@ class ShmGroup:
         self.chunk = chunk_bytes + HEADER_ROOM             # the header never pushes payload into an extra chunk
         self.timeout, self.spin_s = float(timeout), spin_us * 1e-6
         self.peer_labels = peer_labels or [f"group rank {p}" for p in range(world_size)]
-        self.name = f"{group_name}_{rank}-{secrets.token_hex(4)}"
+        # group name + rank + creator pid + random suffix: the pid lets a launcher sweep what a killed rank left
+        self.name = f"{group_name}_{rank}-{os.getpid()}-{secrets.token_hex(4)}"
         if "/" in self.name or len(self.name) > 255:
             raise ValueError(f"segment name {self.name!r}: accepted are names without '/' of <= 255 bytes")
         self.size = CTRL_BYTES + 2 * self.chunk * max(world_size - 1, 1)
