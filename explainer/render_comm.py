@@ -134,7 +134,7 @@ def selection_dot(decision: Any) -> str:
         out.append(_node(nid, label, reached and value is not None, GOOD if value else BAD))
         reached = reached and bool(value)
     out.append(_node("shm", "dist_module = _CPUSHMDistributed(self)\n(create own segment, barrier, join peers)\n"
-                            f"supports_tensor_dict = {shm}", shm, GOOD))
+                            "supports_tensor_dict = True", shm, GOOD))     # what this branch sets
     out.append(_node("elif_kind", "elif unique_name.startswith((\"tp\", \"pp\"))?\n(the elif checks only the prefix)",
                      not shm, WARN, "diamond"))
     out.append(_node("fb_log", _wrap("INFO " + FALLBACK_LOG % d["unique_name"]) + "\nstays on torch.distributed"

@@ -328,8 +328,8 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
                 differs = r != owner and name in theirs and view.get(name) != theirs.get(name)
                 cls = ("xp-diverged" if differs and r == e.rank and name in red else
                        "xp-stale" if differs and name in STATE_FIELDS else "")
-                if differs and name in STATE_FIELDS:
-                    stale.setdefault(r, []).append(name)
+                if differs and name in STATE_FIELDS and name not in stale.setdefault(r, []):
+                    stale[r].append(name)                   # once per rank, however many requests differ
                 if cls == "xp-stale":
                     amber_all.add(name)
                 rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{_value(name, view.get(name))}'

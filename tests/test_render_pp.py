@@ -160,3 +160,15 @@ def test_receive_frame_shows_what_reached_rank0_and_the_state_stays_stale(runs):
     assert "<b>receives</b> sampled_token_ids int64 [1, 9] 72 B ← rank 1" in html
     assert "num_sampled_num_rejected int32 [2, 1] 8 B ← rank 1" in html
     assert 'data-diverged=""' in html and "is_encoder_phase" in re.search(r'data-stale="([^"]*)"', html).group(1)
+
+
+def test_stale_fields_are_listed_once_per_rank_however_many_requests_differ(runs):
+    import re
+
+    from explainer.render_pp import rank_views_html
+    trace = runs["pp2-pre-fix"].trace                   # warmup: two _warmup_ requests, both stale on rank 0
+    crash = next(e for e in trace.events if e.data.get("error"))
+    html = rank_views_html(trace, crash.index)
+    (listed,) = re.findall(r"stale: ([^<]+)</span>", html)
+    fields = listed.split(", ")
+    assert sorted(fields) == ["draft_tokens", "is_encoder_phase"] and len(fields) == len(set(fields))
