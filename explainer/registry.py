@@ -86,7 +86,7 @@ class _ModelRegistry:
 
     def resolve_model_cls(self, name: str) -> type:
         if name not in self.models:
-            raise UsageError(f"unknown model {name!r}; known models: {', '.join(self.models)}")
+            raise UsageError(f"unknown model {name!r}; known models: {', '.join(self.get_supported_archs())}")
         return self.models[name]
 
     def inspect_model_cls(self, name: str) -> _ModelInfo:

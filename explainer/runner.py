@@ -249,7 +249,7 @@ class ModelRunner:
         self.model_state = DiffusionGemmaModelState(config)
         self.sampler = (DiffusionSampler(config, self.model, self.model_state, self.req_states)
                         if self.is_last_rank else None)
-        self.pp = PPHandler(group, trace, num_spec=config.canvas_length, hidden_size=config.hidden_size,
+        self.pp = PPHandler(group, trace, num_spec=config.num_speculative_tokens, hidden_size=config.hidden_size,
                             mode=config.pp_mode)
         self.generator = torch.Generator().manual_seed(config.seed)   # this worker's "global" RNG
         self.kv_caches: dict[int, KVCache] = {}
