@@ -5,7 +5,10 @@
 1. plain values (types and ranges: ``UsageError`` naming the value and the accepted range);
 2. the model-specific hook (vLLM ``DiffusionGemmaModelForBlockDiffusionConfig.verify_and_update_config``):
    ``attention_backend="flashinfer"`` -> vLLM's ``ValueError``; defaults for canvas length, denoising
-   steps, ``max_num_seqs`` (8) and the sampler from the checkpoint's config and generation config;
+   steps and ``max_num_seqs`` (8). The toy also fills in and range-checks the sampler settings here
+   (``entropy_bound``, ``t_min``/``t_max``, thresholds, from the generation config). vLLM does not:
+   it reads them when it builds the ``DiffusionSampler`` (``custom_sampler``, worker ``load_model``,
+   last PP rank only), so in vLLM a bad ``entropy_bound`` fails at worker load, not at this check;
 3. ``verify_with_parallel_config`` (vLLM ``ModelConfig.verify_with_parallel_config``): PP > 1 on a model
    whose class does not implement ``SupportsPP`` raises ``PipelineParallelNotSupportedError`` with vLLM's
    message; then the stage count must not exceed the layer count.
@@ -21,6 +24,9 @@ from explainer.errors import UsageError
 from explainer.registry import DEFAULT_MODEL, ModelRegistry
 
 PP_MODES = ("generic", "generic-int64", "state-sync")
+PP_SCHEDULES = ("sync", "async")               # vLLM #33960 (historic) | #42187 (one batch in flight per stage)
+SAMPLER_DRAWS = ("multinomial", "gumbel")       # HF transformers' draw | vLLM DiffusionSampler's Gumbel-max
+SELF_CONDITIONING_MODES = ("hf", "vllm")        # SC on denoise inputs only | SC MLP on every request with logits
 EXECUTOR_BACKENDS = ("inprocess", "processes")
 ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER")
 DEFAULT_MAX_NUM_SEQS = 8   # vLLM lowers max_num_seqs to 8 for DiffusionGemma when the user did not set it
@@ -52,6 +58,9 @@ class EngineConfig:
     max_num_batched_tokens: int = 512         # per step; sizes each rank's persistent receive buffer
     seed: int = 0
     pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
+    pp_schedule: str = "sync"                 # sync (#33960) | async (#42187: pp_size batches in flight)
+    sampler_draw: str = "multinomial"         # multinomial (HF-exact, default) | gumbel (vLLM's draw)
+    self_conditioning: str = "hf"             # hf (default) | vllm (SC MLP on every decode request)
     attention_backend: str | None = None
     distributed_executor_backend: str = "inprocess"
     warmup: bool = True
@@ -75,6 +84,9 @@ class EngineConfig:
                 _int_at_least(name, getattr(self, name), 1)
         _int_at_least("seed", self.seed, 0)
         _one_of("pp_mode", self.pp_mode, PP_MODES)
+        _one_of("pp_schedule", self.pp_schedule, PP_SCHEDULES)
+        _one_of("sampler_draw", self.sampler_draw, SAMPLER_DRAWS)
+        _one_of("self_conditioning", self.self_conditioning, SELF_CONDITIONING_MODES)
         _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
         if self.attention_backend is not None:
             _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)

@@ -171,23 +171,34 @@ class InProcessExecutor:
     or, with ``group``, the one rank of a real ``GroupCoordinator`` this process owns)."""
 
     processes_started = 0
+    runner_cls = ModelRunner
 
     def __init__(self, config: EngineConfig, trace: Trace, group=None):
         self.config, self.trace = config, trace
         self.world = InProcessWorld(config.pipeline_parallel_size) if group is None else None
         groups = self.world.groups() if group is None else [group]
-        self.workers = [ModelRunner(config, g, trace) for g in groups]
+        self.workers = [self.runner_cls(config, g, trace) for g in groups]
+        self.ticks = 0                                          # the timeline's clock (sync schedule)
 
     def execute_model(self, so: SchedulerOutput) -> ModelRunnerOutput | None:
+        """One synchronous step (#33960): rank r forwards at tick base + r; the last rank samples and
+        broadcasts, and the others receive, at tick base + pp - 1; the next step starts after that."""
         failed: list[tuple[int, str, BaseException]] = []
-        for w in self.workers:                                  # forward: rank order
-            self._run(w, lambda w=w: w.execute_model(so), failed)
-        output = None
-        for w in reversed(self.workers):                        # back-channel: last rank first
-            if any(r == w.rank for r, _, _ in failed):
-                continue
-            result = self._run(w, w.sample_tokens, failed)
-            output = output or result
+        pp, base = self.config.pipeline_parallel_size, self.ticks
+        try:
+            for w in self.workers:                                  # forward: rank order
+                self.trace.set_tick(base + w.rank)
+                self._run(w, lambda w=w: w.execute_model(so), failed)
+            output = None
+            self.trace.set_tick(base + pp - 1)
+            for w in reversed(self.workers):                        # back-channel: last rank first
+                if any(r == w.rank for r, _, _ in failed):
+                    continue
+                result = self._run(w, w.sample_tokens, failed)
+                output = output or result
+        finally:
+            self.ticks += pp
+            self.trace.set_tick(None)
         if failed:
             raise RankFailure(failed, so.warmup)
         return output
@@ -245,15 +256,16 @@ def _rank_program(config: EngineConfig, requests: list[Request]) -> dict:
     """Body of one rank process: this rank's runner over the real PP group, warmup, the step loop."""
     from explainer.distributed.parallel_state import initialize_pp_group
     trace = Trace()
-    executor = InProcessExecutor(config, trace, group=initialize_pp_group(config.pipeline_parallel_size))
+    executor_cls, scheduler_cls, loop = _schedule_parts(config)
+    executor = executor_cls(config, trace, group=initialize_pp_group(config.pipeline_parallel_size))
     outputs: dict[str, RequestOutput] = {}
     try:
         if config.warmup:
             warmup_kernels(executor, config)
-        scheduler = Scheduler(config)
+        scheduler = scheduler_cls(config)
         for req in requests:
             scheduler.add_request(req)
-        outputs = run_until_done(scheduler, executor)
+        outputs = loop(scheduler, executor)
     except RankFailure:
         pass                                      # recorded in the trace; the driver reports it
     return {"trace": trace.to_json(), "outputs": [dataclasses.asdict(o) for o in outputs.values()]}
@@ -275,6 +287,14 @@ def run_until_done(scheduler: Scheduler, executor, on_finish=None) -> dict[str, 
 
 
 EXECUTORS = {"inprocess": InProcessExecutor, "processes": ProcessesExecutor}
+
+
+def _schedule_parts(config: EngineConfig):
+    """(in-process executor, scheduler, engine loop) for ``config.pp_schedule``."""
+    if config.pp_schedule == "async":
+        from explainer.pp_schedule import AsyncPipelineExecutor, AsyncScheduler, run_until_done_async
+        return AsyncPipelineExecutor, AsyncScheduler, run_until_done_async
+    return InProcessExecutor, Scheduler, run_until_done
 
 
 @contextlib.contextmanager
@@ -318,8 +338,12 @@ class LLMEngine:
         self.config = config
         self.trace = trace if trace is not None else Trace()
         self.trace.meta.update(model=config.model, pp_size=config.pipeline_parallel_size, pp_mode=config.pp_mode,
+                               pp_schedule=config.pp_schedule,
                                backend=config.distributed_executor_backend, canvas_length=config.canvas_length)
-        self.executor = EXECUTORS[config.distributed_executor_backend](config, self.trace)
+        executor_cls, scheduler_cls, self._loop = _schedule_parts(config)
+        if config.distributed_executor_backend == "processes":
+            executor_cls = ProcessesExecutor
+        self.executor = executor_cls(config, self.trace)
         if config.warmup and isinstance(self.executor, InProcessExecutor):
             try:
                 with one_torch_thread():
@@ -328,7 +352,7 @@ class LLMEngine:
                 exc.processes_started = self.executor.processes_started
                 self.executor.shutdown()
                 raise
-        self.scheduler = Scheduler(config)
+        self.scheduler = scheduler_cls(config)
         self._num_requests = 0
 
     @classmethod
@@ -365,7 +389,12 @@ class LLMEngine:
                              "('processes' serves whole generate() calls)")
         so = self.scheduler.schedule()
         with one_torch_thread():
-            out = self.executor.execute_model(so)
+            if self.config.pp_schedule == "async":          # one tick: the step leaving the last stage
+                so, out = self.executor.tick(so)
+                if so is None or out is None or not so.num_scheduled_tokens:
+                    return []
+            else:
+                out = self.executor.execute_model(so)
         return self.scheduler.update_from_output(so, out)
 
     def generate(self, prompts: list[list[int]], max_tokens: int, seeds: list[int] | None = None,
@@ -379,5 +408,5 @@ class LLMEngine:
                     on_finish(out)
         else:
             with one_torch_thread():
-                done = run_until_done(self.scheduler, self.executor, on_finish)
+                done = self._loop(self.scheduler, self.executor, on_finish)
         return [done[i] for i in ids]

@@ -15,8 +15,20 @@ state (``DiffusionGemmaRequestStates``, reference §1.3). Only the last rank bui
 and only the blocking group calls synchronise ranks, so the same code runs ranks in one process
 (``distributed/inprocess.py``) or one rank per process.
 
-Toy choice (reference §1.4, "unverified"): self-conditioning is applied only to requests in decoder
-phase, as HF does; a commit step's encoder pass gets plain embeddings.
+Self-conditioning, two modes (``EngineConfig.self_conditioning``):
+
+* ``"hf"`` (default; keeps the engine at PP=1 token-identical to transformers): the SC MLP runs only on
+  a request the rank believes is denoising (``is_encoder_phase`` False); a commit step's encoder pass
+  gets plain embeddings, as HF's encoder pass does.
+* ``"vllm"``: as vLLM's ``DiffusionGemmaModelState.prepare_inputs``: the SC MLP runs on every request
+  that has logits this step (denoise *and* commit), on the stored soft embedding. Where that is zero
+  (a canvas's first step, a commit step, a stale rank 0 that never receives it) the MLP adds zero and the
+  result is ``post_norm(embeds)``: the weightless RMSNorm of the embeddings, not the embeddings.
+
+The sampler's candidate draw (``EngineConfig.sampler_draw``): ``"multinomial"`` (HF's, default) or
+``"gumbel"`` (vLLM ``DiffusionSampler``'s Gumbel-max over a ``rand`` of [1, CL, V]). The toy keeps one
+generator per request (seeded like vLLM's per-request ``seed``); vLLM's DiffusionSampler draws from the
+global RNG for the whole batch, so its tokens also depend on the batch.
 """
 
 from __future__ import annotations
@@ -92,7 +104,8 @@ class DiffusionGemmaRequestStates:
         self.argmax_canvas = torch.zeros(R, CL, dtype=torch.int64)
         self.step = torch.zeros(R, dtype=torch.int32)
         self.is_encoder_phase = torch.zeros(R, dtype=torch.bool)
-        self.accepted_canvas_history = torch.full((R, ST, CL), -1, dtype=torch.int64)
+        # zeros as upstream; never read before ST rows are written (stable needs hist_len >= ST)
+        self.accepted_canvas_history = torch.zeros((R, ST, CL), dtype=torch.int64)
         self.accepted_canvas_history_len = torch.zeros(R, dtype=torch.int32)
         self.confident = torch.zeros(R, dtype=torch.bool)
         self.self_conditioning_embeds = torch.zeros(R, CL, H, dtype=torch.float32)
@@ -108,6 +121,7 @@ class DiffusionGemmaModelState:
     def __init__(self, config: EngineConfig):
         R, CL = config.max_num_seqs, config.canvas_length
         self.vocab_size, self.canvas_length = config.vocab_size, CL
+        self.self_conditioning = config.self_conditioning          # "hf" | "vllm"
         self.req_states = DiffusionGemmaRequestStates(R, CL, config.hidden_size, config.stability_threshold)
         self._causal_buf = torch.zeros(R, dtype=torch.bool)       # persistent, like vLLM's
 
@@ -125,14 +139,17 @@ class DiffusionGemmaModelState:
             st.prompt_len[slot] = prompt_len
 
     def remove_request(self, slot: int) -> None:
+        """As upstream: phase off, history length 0, SC embeddings zeroed."""
         self.req_states.is_encoder_phase[slot] = False
+        self.req_states.accepted_canvas_history_len[slot] = 0
         self.req_states.self_conditioning_embeds[slot] = 0
 
     def prepare_inputs(self, model, input_ids: torch.Tensor, slot: int, is_decode: bool) -> torch.Tensor:
-        """First rank: embed [1, T] ids; decoder-phase canvases get SC from the stored soft embeddings."""
+        """First rank: embed [1, T] ids, then SC from the stored soft embeddings (see the module doc):
+        ``hf``: decode requests this rank believes are denoising; ``vllm``: every decode request."""
         embeds = model.embed_input_ids(input_ids[None])
         sc = self.req_states.self_conditioning_embeds[slot]            # read for every decode request
-        if is_decode and not bool(self.req_states.is_encoder_phase[slot]):
+        if is_decode and (self.self_conditioning == "vllm" or not bool(self.req_states.is_encoder_phase[slot])):
             embeds = model.apply_self_conditioning(embeds, sc[None])
         return embeds
 
@@ -186,6 +203,8 @@ class DiffusionSampler:
             if bool(st.is_encoder_phase[slot]):                     # commit step
                 self._sampled[slot] = st.argmax_canvas[slot].to(torch.int32)
                 num_sampled[i] = cfg.canvas_length
+                if cfg.sampler_draw == "gumbel":    # vLLM draws the Gumbel noise for commit rows too
+                    torch.rand(logits[i].shape, generator=g)
                 self.model_state.init_canvas(slot, g)              # fresh canvas for the next block
                 st.step[slot] = 0
                 st.accepted_canvas_history_len[slot] = 0
@@ -194,7 +213,8 @@ class DiffusionSampler:
             else:                                                   # denoise step
                 step = int(st.step[slot])
                 res = denoise_step(logits[i], st.canvas[slot][None], cur_step=max(N - step, 1), num_steps=N,
-                                   entropy_bound=cfg.entropy_bound, t_min=cfg.t_min, t_max=cfg.t_max, generator=g)
+                                   entropy_bound=cfg.entropy_bound, t_min=cfg.t_min, t_max=cfg.t_max, generator=g,
+                                   draw=cfg.sampler_draw)
                 st.step[slot] = step + 1
                 st.canvas[slot] = res.canvas[0]
                 hist_len = int(st.accepted_canvas_history_len[slot])

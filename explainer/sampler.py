@@ -9,6 +9,12 @@ One step (HF ``_denoising_step`` + ``EntropyBoundSampler``), for a canvas ``x`` 
 
 RNG order (DESIGN contract 2): one ``randint(0, V, (B, L))`` per canvas, then per step one
 ``multinomial`` over ``B*L`` rows followed by one ``randint(0, V, (B, L))``; nothing else.
+
+``draw="gumbel"`` swaps the candidate draw for vLLM ``DiffusionSampler``'s (``_compiled_sample_step``):
+one ``rand_like`` over the whole ``[B, L, V]`` processed logits, ``argmax(processed - log(-log u))``,
+then the same ``randint`` for renoise. Both draws sample softmax(processed) exactly (the Gumbel-max
+trick), but they turn the random stream into tokens differently, so under the same seed they give
+different tokens: vLLM is not token-identical to transformers even with identical logits and seed.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from explainer.errors import UsageError
 __all__ = [
     "DiffusionLM", "StepResult", "StepRecord", "CanvasRecord", "StepRecorder", "StableAndConfident",
     "linear_temperature", "token_entropy", "entropy_bound_accept", "accept_and_renoise", "denoise_step",
-    "check_finite_logits", "generate",
+    "check_finite_logits", "generate", "multinomial_draw", "gumbel_max_draw", "DRAWS",
 ]
+
+DRAWS = ("multinomial", "gumbel")
 
 
 class DiffusionLM(Protocol):
@@ -135,23 +143,40 @@ class StepResult:
     canvas: torch.Tensor             # [B, L] renoised canvas for the next step
 
 
+def multinomial_draw(processed: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """HF: one ``multinomial`` over the B*L rows of softmax(processed) in fp32 -> [B, L]."""
+    batch, length, vocab = processed.shape
+    probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
+    return torch.multinomial(probs.view(-1, vocab), num_samples=1, generator=generator).view(batch, length)
+
+
+def gumbel_max_draw(processed: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """vLLM ``_compiled_sample_step`` phase 2: u = rand_like([B, L, V]).clamp(min=1e-20),
+    candidate = argmax(processed + (-log(-log u))). Same law as ``multinomial_draw``, other tokens."""
+    u = torch.rand(processed.shape, dtype=torch.float32, device=processed.device,
+                   generator=generator).clamp(min=1e-20)
+    gumbel = -torch.log(-torch.log(u))
+    return (processed.float() + gumbel).argmax(dim=-1)
+
+
 def denoise_step(raw_logits: torch.Tensor, canvas: torch.Tensor, *, cur_step: int, num_steps: int,
                  entropy_bound: float = 0.1, t_min: float | None = 0.4, t_max: float | None = 0.8,
-                 generator: torch.Generator | None = None) -> StepResult:
+                 generator: torch.Generator | None = None, draw: str = "multinomial") -> StepResult:
     """temperature -> candidate draw -> argmax -> entropy -> accept -> renoise, in HF's RNG order.
 
     ``cur_step`` counts num_steps..1. ``t_min = t_max = None`` disables the schedule (T = 1).
-    RNG: one ``multinomial`` over B*L rows, then one ``randint(0, V, (B, L))``, from ``generator``
-    (or the global RNG). The engine's last-rank sampler calls this per request with B = 1.
+    RNG: one ``multinomial`` over B*L rows (``draw="gumbel"``: one ``rand`` over [B, L, V]), then one
+    ``randint(0, V, (B, L))``, from ``generator`` (or the global RNG). The engine's last-rank sampler
+    calls this per request with B = 1.
     """
-    batch, length, vocab = raw_logits.shape
+    if draw not in DRAWS:
+        raise UsageError(f"draw={draw!r} is not accepted; accepted: {', '.join(DRAWS)}")
     if t_min is None or t_max is None:
         temperature, processed = 1.0, raw_logits
     else:
         t = _temperature_tensor(cur_step, num_steps, t_min, t_max)
         temperature, processed = float(t), raw_logits / t
-    probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
-    candidate = torch.multinomial(probs.view(-1, vocab), num_samples=1, generator=generator).view(batch, length)
+    candidate = (multinomial_draw if draw == "multinomial" else gumbel_max_draw)(processed, generator)
     argmax = torch.argmax(processed, dim=-1)
     entropy, accepted, new_canvas = accept_and_renoise(processed, candidate, entropy_bound, generator)
     return StepResult(temperature, processed, candidate, argmax, entropy, accepted, new_canvas)

@@ -16,8 +16,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-PHASES = ("startup-check", "prepare", "forward", "send", "recv", "sample", "broadcast", "receive", "warmup")
-EXECUTE_PHASES = ("prepare", "recv", "forward", "send")      # a rank's execute_model half of a step
+PHASES = ("startup-check", "prepare", "forward", "send", "recv", "sample", "broadcast", "receive", "warmup",
+          "consume")
+EXECUTE_PHASES = ("consume", "prepare", "recv", "forward", "send")   # a rank's execute_model half of a step
 SAMPLE_PHASES = ("sample", "broadcast", "receive")          # its sample_tokens half
 VIEW_FIELDS = ("canvas", "draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "step",
                "num_computed_tokens")
@@ -56,6 +57,7 @@ class Trace:
         self.events: list[Event] = []
         self.step = 0
         self.warmup = False
+        self.tick: int | None = None      # the driver's logical clock (one stage forward = one tick)
         self._sources: dict[int, Callable[[], dict]] = {}
         self._views: dict[int, dict] = {}
 
@@ -70,6 +72,10 @@ class Trace:
     def set_step(self, step: int, warmup: bool = False) -> None:
         self.step, self.warmup = step, warmup
 
+    def set_tick(self, tick: int | None) -> None:
+        """Stamp the following events with ``data["tick"]`` (the pipeline timeline's time axis)."""
+        self.tick = tick
+
     def record(self, rank: int | None, phase: str, detail: str = "", *, transfers=(), reads=None,
                data=None) -> Event | None:
         if phase not in PHASES:
@@ -78,8 +84,11 @@ class Trace:
             return None
         if rank in self._sources:
             self._views = {**self._views, rank: self._sources[rank]()}
+        data = dict(data or {})
+        if self.tick is not None:
+            data.setdefault("tick", self.tick)
         event = Event(len(self.events), self.step, rank, phase, detail, list(transfers), self._views,
-                      dict(reads or {}), self.warmup, dict(data or {}))
+                      dict(reads or {}), self.warmup, data)
         self.events.append(event)
         return event
 
