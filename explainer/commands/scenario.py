@@ -1,4 +1,4 @@
-"""``python -m explainer scenario NAME [--backend inprocess|processes] [--json]``."""
+"""``python -m explainer scenario NAME [--backend inprocess|processes] [--pp-schedule sync|async] [--json]``."""
 
 import json
 
@@ -10,6 +10,8 @@ HELP = "run a named scenario (pp1, pp2-pre-fix, ..., comm-inter-node-fixed) and 
 def configure(parser):
     parser.add_argument("name", nargs="?", help="scenario name; omit to list them")
     parser.add_argument("--backend", default="inprocess", help="inprocess (default) or processes")
+    parser.add_argument("--pp-schedule", default="sync", dest="pp_schedule",
+                        help="PP back-channel schedule: sync (vLLM #33960, default) or async (#42187)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -18,7 +20,7 @@ def run(args):
         for name, summary in scenarios.available().items():
             print(f"{name:26s} {summary}")
         return 0
-    result = scenarios.run(args.name, backend=args.backend)
+    result = scenarios.run(args.name, backend=args.backend, pp_schedule=args.pp_schedule)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:
