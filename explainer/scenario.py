@@ -1,16 +1,18 @@
 """Named scenarios: every story a notebook tells, runnable by anyone (DESIGN contract 3).
 
-``python -m explainer scenario NAME [--backend inprocess|processes] [--json]``
+``python -m explainer scenario NAME [--backend inprocess|processes] [--pp-schedule sync|async] [--json]``
 
 A scenario module registers functions with ``@scenario("name", summary=...)``; each takes
-``backend`` and returns a ``ScenarioResult``. PP scenarios live in ``pp_scenarios.py``, the
-communicator ones in ``comm_scenarios.py``.
+``backend`` (and, for the PP stories, ``pp_schedule``) and returns a ``ScenarioResult``. PP scenarios
+live in ``pp_scenarios.py``, the communicator ones in ``comm_scenarios.py`` (no PP schedule: they
+ignore it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,6 +20,7 @@ from explainer.errors import UsageError
 
 OUTCOMES = ("ok", "startup-rejected", "warmup-crash", "runtime-error", "diverged")
 BACKENDS = ("inprocess", "processes")
+PP_SCHEDULES = ("sync", "async")
 SCENARIO_NAMES = (
     "pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync",
     "comm-same-node", "comm-inter-node-pre-fix", "comm-inter-node-fixed",
@@ -74,11 +77,16 @@ def available() -> dict[str, str]:
     return {name: _REGISTRY[name][1] for name in SCENARIO_NAMES if name in _REGISTRY}
 
 
-def run(name: str, backend: str = "inprocess") -> ScenarioResult:
+def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
     _load_all()
     if name not in _REGISTRY:
         known = ", ".join(available()) or "(none registered)"
         raise UsageError(f"unknown scenario {name!r}; known scenarios: {known}")
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; accepted: {', '.join(BACKENDS)}")
-    return _REGISTRY[name][0](backend)
+    if pp_schedule not in PP_SCHEDULES:
+        raise UsageError(f"unknown pp schedule {pp_schedule!r}; accepted: {', '.join(PP_SCHEDULES)}")
+    fn = _REGISTRY[name][0]
+    if "pp_schedule" in inspect.signature(fn).parameters:
+        return fn(backend, pp_schedule=pp_schedule)
+    return fn(backend)
