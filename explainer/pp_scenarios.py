@@ -10,7 +10,12 @@ scenario               model                                 PP / mode          
 ``pp2-state-sync``     ``...@pre-45828``                     2 / state-sync      ok, equal to pp1
 =====================  ===================================  ==================  ==========================
 
-Everything reported (text, errors, divergence, bytes) comes from the run's trace.
+Each runs on either PP back-channel schedule (``pp_schedule``: ``sync``, vLLM #33960; ``async``, #42187)
+with the same outcomes. Everything reported (text, errors, divergence, bytes) comes from the run's trace.
+
+``pp2-gated`` also shows what the gate prevents (``load_without_gate``): with the check skipped, rank 1's
+``load_model`` calls ``make_empty_intermediate_tensors``, which the post-#45828 class no longer has, so
+the run would fail at model load on rank 1 (an ``AttributeError``) instead of with vLLM's message.
 """
 
 from __future__ import annotations
@@ -29,19 +34,22 @@ PRE_FIX_MODEL = f"{DEFAULT_MODEL}@pre-45828"
 
 
 def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "generic",
-             prompt: str = DEMO_PROMPT, seed: int = DEMO_SEED) -> ScenarioResult:
+             prompt: str = DEMO_PROMPT, seed: int = DEMO_SEED, pp_schedule: str = "sync") -> ScenarioResult:
     """Start an engine and generate ``prompt``; classify what happened (without comparing to PP=1)."""
     trace = Trace(meta={"scenario": name, "prompt": prompt, "model": model, "pp_size": pp, "pp_mode": mode,
-                        "backend": backend})
+                        "backend": backend, "pp_schedule": pp_schedule})
     res = ScenarioResult(scenario=name, pp_size=pp, backend=backend, outcome="ok", trace=trace)
     try:
         engine = LLMEngine.from_engine_args(trace, model=model, pipeline_parallel_size=pp, pp_mode=mode,
-                                            distributed_executor_backend=backend, seed=seed)
+                                            distributed_executor_backend=backend, seed=seed,
+                                            pp_schedule=pp_schedule)
     except PipelineParallelNotSupportedError as exc:
-        res.outcome, res.error = "startup-rejected", error_summary(exc)
-        res.details = {"is_NotImplementedError": isinstance(exc, NotImplementedError),
+        res.outcome, res.error = "startup-rejected", error_summary(exc)      # type: vLLM's NotImplementedError
+        res.details = {"pp_schedule": pp_schedule, "toy_exception_class": type(exc).__name__,
+                       "is_NotImplementedError": isinstance(exc, NotImplementedError),
                        "is_ValueError": isinstance(exc, ValueError),
-                       "startup_check_ms": round(trace.events[-1].data["ms"], 3)}
+                       "startup_check_ms": round(trace.events[-1].data["ms"], 3),
+                       "without_gate": load_without_gate(model, pp)}
         return res
     except RankFailure as exc:
         return _crashed(res, exc)
@@ -53,8 +61,26 @@ def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "gener
     res.output_text = task.decode(out.output_token_ids)
     res.bytes_per_step = trace.bytes_per_step()
     res.details = {"output_token_ids": out.output_token_ids, "engine_steps": out.num_steps, "pp_mode": mode,
-                   "model": model}
+                   "model": model, "pp_schedule": pp_schedule}
     return res
+
+
+def load_without_gate(model: str, pp: int) -> dict:
+    """What the config-time gate prevents: build the config as if the check were absent (a PP=1 config
+    whose ``pipeline_parallel_size`` is then set to ``pp`` without re-running ``__post_init__``) and
+    load each rank's runner over an in-process group. Returns ``{rank, phase, type, message}`` of the
+    first rank whose ``load_model`` fails, or ``{"rank": None}`` when every rank loads."""
+    from explainer.config import EngineConfig
+    from explainer.distributed.inprocess import InProcessWorld
+    from explainer.runner import ModelRunner
+    config = EngineConfig(model=model, pipeline_parallel_size=1, warmup=False)
+    config.pipeline_parallel_size = pp                 # the gate skipped
+    for group in InProcessWorld(pp).groups():
+        try:
+            ModelRunner(config, group, Trace(enabled=False))
+        except AttributeError as exc:
+            return {"rank": group.rank_in_group, "phase": "load_model", **error_summary(exc)}
+    return {"rank": None}
 
 
 def _crashed(res: ScenarioResult, exc: RankFailure) -> ScenarioResult:
@@ -77,11 +103,25 @@ def _compare_to_pp1(res: ScenarioResult, backend: str) -> ScenarioResult:
     fields = sorted({f for d in res.trace.divergences() for f in d["fields"]})
     res.details.update(pp1_text=ref.output_text, identical_to_pp1=res.details["output_token_ids"] ==
                        ref.details["output_token_ids"],
-                       output_divergence_step=res.trace.first_output_divergence(ref.trace),
+                       output_divergence_step=(res.trace.first_output_divergence(ref.trace)
+                                               if res.details.get("pp_schedule", "sync") == "sync"
+                                               else _first_emission_divergence(res.trace, ref.trace)),
                        fields_diverged_during_run=fields)
     if div is not None or not res.details["identical_to_pp1"]:
         res.outcome = "diverged"
     return res
+
+
+def _first_emission_divergence(trace: Trace, reference: Trace) -> int | None:
+    """Async runs number their steps differently (empty steps in between): align the k-th emission of
+    each run instead and return this run's engine step of the first one that differs."""
+    def emissions(t):
+        return [(step, rid, toks) for step, d in sorted(t.step_outputs().items()) for rid, toks in sorted(d.items())]
+    mine, ref = emissions(trace), emissions(reference)
+    for i, (step, rid, toks) in enumerate(mine):
+        if i >= len(ref) or ref[i][1:] != (rid, toks):
+            return step
+    return None if len(mine) == len(ref) else (mine[-1][0] if mine else None)
 
 
 # ---- the readable per-rank summary -----------------------------------------------------------------------
@@ -95,6 +135,10 @@ def summarize(res: ScenarioResult) -> str:
     if res.outcome == "startup-rejected":
         lines.append(f"  rejected by the startup check (EngineConfig.__post_init__) in {d['startup_check_ms']} ms: "
                      f"no rank, runner, group or process was created")
+        wg = d.get("without_gate") or {}
+        if wg.get("rank") is not None:
+            lines.append(f"  without the gate: rank {wg['rank']} would fail in {wg['phase']}: "
+                         f"{wg['type']}: {wg['message']}")
     for r in d.get("ranks", []):
         lines.append(f"  rank {r['rank']} stopped in {r['phase']}: {r['type']}: {r['message']}")
     if res.output_text is not None:
@@ -138,28 +182,30 @@ def _finish(res: ScenarioResult) -> ScenarioResult:
 
 # ---- the scenarios ---------------------------------------------------------------------------------------
 @scenario("pp1", "PP=1 on the post-#45828 model: the reference output")
-def pp1(backend: str = "inprocess") -> ScenarioResult:
-    return _finish(run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1))
+def pp1(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+    return _finish(run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1, pp_schedule=pp_schedule))
 
 
 @scenario("pp2-pre-fix", "PP=2 on the pre-#45828 model: the int32 sampled ids trip the int64 assert in warmup")
-def pp2_pre_fix(backend: str = "inprocess") -> ScenarioResult:
-    return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2))
+def pp2_pre_fix(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+    return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2, pp_schedule=pp_schedule))
 
 
 @scenario("pp2-pre-fix-int64", "PP=2 pre-#45828 with the ids cast to int64: rank 0 reads stale state, text diverges")
-def pp2_pre_fix_int64(backend: str = "inprocess") -> ScenarioResult:
-    res = run_demo("pp2-pre-fix-int64", backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64")
+def pp2_pre_fix_int64(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+    res = run_demo("pp2-pre-fix-int64", backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64",
+                   pp_schedule=pp_schedule)
     return _finish(_compare_to_pp1(res, backend))
 
 
 @scenario("pp2-gated", "PP=2 on the post-#45828 model: rejected by the startup check before any rank exists")
-def pp2_gated(backend: str = "inprocess") -> ScenarioResult:
-    return _finish(run_demo("pp2-gated", backend, model=DEFAULT_MODEL, pp=2))
+def pp2_gated(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+    return _finish(run_demo("pp2-gated", backend, model=DEFAULT_MODEL, pp=2, pp_schedule=pp_schedule))
 
 
 @scenario("pp2-state-sync", "PP=2 with the sampler-owned state broadcast (open PR #52015): equal to PP=1")
-def pp2_state_sync(backend: str = "inprocess") -> ScenarioResult:
-    res = run_demo("pp2-state-sync", backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync")
+def pp2_state_sync(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+    res = run_demo("pp2-state-sync", backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync",
+                   pp_schedule=pp_schedule)
     return _finish(_compare_to_pp1(res, backend))
 

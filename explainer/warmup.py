@@ -1,29 +1,49 @@
-"""``warmup_kernels`` (vLLM ``v1/worker/gpu/warmup.py``, PR #36280).
+"""``warmup_kernels`` (vLLM ``v1/worker/gpu/warmup.py`` at ``009cf8a``, PR #36280).
 
 Fake ``_warmup_{i}_`` requests go through the executor's real ``execute_model`` / ``sample_tokens`` on
-every rank: one prefill step, then a few decode steps with placeholder drafts ``[0] * CL``, then they are
-finished. So the PP communication (intermediate tensors forward, the back-channel broadcast) really runs,
-and a PP bug surfaces here, before the first user request.
+every rank, so the PP communication (intermediate tensors forward, the back-channel broadcast) really
+runs and a PP bug surfaces here, before the first user request. As in vLLM:
+
+* the prompt is ``list(range(decode_query_len + 1))``: ``canvas_length + 1`` tokens for DiffusionGemma
+  (``decode_query_len`` = CL, no bonus token), so the prefill is never mistaken for a decode batch;
+* one prefill step, then up to five decode steps (vLLM: 5 when ``num_speculative_steps > 0``) that
+  schedule CL tokens per request with placeholder drafts ``[0] * CL``;
+* then one step that finishes the requests.
+
+What the toy simplifies: vLLM warms ``min(max_num_seqs, max_num_batched_tokens // (CL + 1))`` requests
+(further capped by free KV blocks), reserves KV blocks for them, passes a grammar bitmask on the prefill
+step and may run an extra mixed prefill+decode step; the toy warms ``min(2, max_num_seqs)`` requests and
+has no KV blocks or structured outputs. The toy's runner, unlike vLLM's, keeps its own
+``num_computed_tokens`` instead of taking the warmup's (so denoise steps roll back here too).
 """
 
 from __future__ import annotations
 
 from explainer.runner import NewRequestData, SchedulerOutput
 
-WARMUP_PROMPT_LEN = 4
-WARMUP_DECODE_STEPS = 3
+WARMUP_DECODE_STEPS = 5
+WARMUP_NUM_REQS = 2
 
 
-def warmup_kernels(executor, config, num_reqs: int = 2) -> None:
+def warmup_prompt(config) -> list[int]:
+    """``list(range(CL + 1))`` (vLLM's ``decode_query_len + 1``), folded into the toy's vocabulary; cut to
+    ``max_num_batched_tokens`` when that is only one canvas (vLLM would warm no request at all then)."""
+    n = min(config.canvas_length + 1, config.max_num_batched_tokens)
+    return [i % config.vocab_size for i in range(n)]
+
+
+def warmup_kernels(executor, config, num_reqs: int = WARMUP_NUM_REQS) -> None:
     trace, CL = executor.trace, config.canvas_length
-    req_ids = [f"_warmup_{i}_" for i in range(min(num_reqs, config.max_num_seqs))]
+    prompt = warmup_prompt(config)
+    fit = config.max_num_batched_tokens // max(len(prompt), CL)           # vLLM's budget cap
+    req_ids = [f"_warmup_{i}_" for i in range(max(1, min(num_reqs, config.max_num_seqs, fit)))]
     trace.set_step(0, warmup=True)
-    trace.record(None, "warmup", f"warmup_kernels: {len(req_ids)} fake requests, 1 prefill step, "
-                 f"{WARMUP_DECODE_STEPS} decode steps with placeholder drafts [0]*{CL}")
+    trace.record(None, "warmup", f"warmup_kernels: {len(req_ids)} fake requests with {len(prompt)}-token prompts "
+                 f"(CL + 1), 1 prefill step, {WARMUP_DECODE_STEPS} decode steps with placeholder drafts [0]*{CL}")
     step = 1
     executor.execute_model(SchedulerOutput(
-        step, [NewRequestData(r, [0] * WARMUP_PROMPT_LEN, seed=i) for i, r in enumerate(req_ids)],
-        {r: WARMUP_PROMPT_LEN for r in req_ids}, warmup=True))
+        step, [NewRequestData(r, list(prompt), seed=i) for i, r in enumerate(req_ids)],
+        {r: len(prompt) for r in req_ids}, warmup=True))
     for _ in range(WARMUP_DECODE_STEPS):
         step += 1
         executor.execute_model(SchedulerOutput(step, [], {r: CL for r in req_ids}, {r: [0] * CL for r in req_ids},

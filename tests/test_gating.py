@@ -213,7 +213,7 @@ def test_startup_check_is_traced():
         engine_mod.LLMEngine.from_engine_args(trace, model=POST, pipeline_parallel_size=2)
     (event,) = trace.events
     assert event.phase == "startup-check" and event.rank is None
-    assert event.data["error"] == {"type": "PipelineParallelNotSupportedError", "message": VLLM_MESSAGE}
+    assert event.data["error"] == {"type": "NotImplementedError", "message": VLLM_MESSAGE}
     assert event.data["processes_started"] == 0
 
 

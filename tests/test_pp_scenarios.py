@@ -62,7 +62,7 @@ def test_pp2_pre_fix_int64_diverges_visibly(results):
 def test_pp2_gated_is_rejected_before_any_rank(results):
     r = results["pp2-gated"]
     assert r.outcome == "startup-rejected" and r.processes_started == 0
-    assert r.error == {"type": "PipelineParallelNotSupportedError", "message": PP_NOT_SUPPORTED_MESSAGE}
+    assert r.error == {"type": "NotImplementedError", "message": PP_NOT_SUPPORTED_MESSAGE}
     assert r.details["is_NotImplementedError"] and r.details["is_ValueError"]
     assert [e.phase for e in r.trace.events] == ["startup-check"]
 
