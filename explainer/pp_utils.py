@@ -1,11 +1,14 @@
-"""``PPHandler``: what crosses pipeline stages (vLLM ``v1/worker/gpu/pp_utils.py``, synchronous as in #33960).
+"""``PPHandler``: what crosses pipeline stages on the synchronous schedule (vLLM #33960's
+``v1/worker/gpu/pp_handler.py`` at ``62900c5``; the asynchronous #42187 handler is ``pp_async.py``).
 
 Forward path: a non-last rank sends its ``IntermediateTensors`` to the next rank; a non-first rank
 receives them and copies them into its persistent buffer (``make_empty_intermediate_tensors``).
 
-Back-channel from the last rank, after sampling. Generic modes send exactly what vLLM sends:
+Back-channel from the last rank, after sampling, every step (this schedule has no ``need_sampled``
+mask and no draft ids; the later #42187 handler has both). Generic modes send what #33960 sends:
 
-    sampled_token_ids   [num_reqs, num_spec + 1] int64   (vLLM first asserts int64: the warmup crash)
+    sampled_token_ids   [num_reqs, num_spec + 1] int64   (an int64 assert first; inferred to be the
+                                                         warmup crash, no traceback was quoted)
     num_sampled_num_rejected  [2, num_reqs] int32
 
 Receivers pre-allocate both. Mode ``state-sync`` (open vLLM PR #52015) also broadcasts what every rank
