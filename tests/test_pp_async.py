@@ -81,14 +81,29 @@ def test_rank0_num_computed_tokens_is_optimistic_until_it_consumes():
             assert e.views[0][req]["num_computed_tokens"] == owner[e.step][req]["num_computed_tokens"]
 
 
-def test_async_inprocess_equals_processes():
-    for name in ("pp2-pre-fix", "pp2-pre-fix-int64", "pp2-state-sync"):
-        a = scenario.run(name, "inprocess", pp_schedule="async")
+def test_async_inprocess_equals_processes(results):
+    for name in NAMES:
+        a = results["async"][name]
         b = scenario.run(name, "processes", pp_schedule="async")
         assert (a.outcome, a.output_text, a.error) == (b.outcome, b.output_text, b.error), name
         da, db = a.first_divergence, b.first_divergence
         assert (da and (da["step"], da["rank"], da["fields"])) == (db and (db["step"], db["rank"], db["fields"]))
-        assert b.processes_started == 2
+        assert b.processes_started == {"pp1": 1, "pp2-gated": 0}.get(name, 2), name
+
+
+def test_the_timeline_is_the_same_on_one_process_per_rank():
+    from explainer.timeline import pipeline_timeline
+    timelines = []
+    for backend in ("inprocess", "processes"):
+        trace = Trace()
+        engine = LLMEngine.from_engine_args(trace, model=PRE, pipeline_parallel_size=2, pp_mode="state-sync",
+                                            pp_schedule="async", max_num_batched_tokens=CL,
+                                            distributed_executor_backend=backend)
+        engine.generate([task.encode("451"), task.encode("909")], max_tokens=3 * CL, seeds=[0, 1])
+        tl = pipeline_timeline(trace)
+        timelines.append((tl.start, tl.end, [(c.rank, c.tick, c.step) for c in tl.forwards],
+                          sorted((a.kind, a.step, a.src_rank, a.dst_rank, a.src_tick, a.dst_tick) for a in tl.arrows)))
+    assert timelines[0] == timelines[1]
 
 
 def _batch(n, lens):
