@@ -225,8 +225,8 @@ class AsyncModelRunner(ModelRunner):
         if not self.is_last_rank:                                # post the receive, return nothing
             self.phase = "receive"
             posted = self.pp.post_receive(self._step, batch, self._mask)
-            self.trace.record(self.rank, "receive", f"receive posted for step {self._step} "
-                              f"({'consumed ' + str(self.world_size) + ' steps later' if posted else 'mask None: none'}); "
+            when = f"consumed {self.world_size} steps later" if posted else "mask None: no collective"
+            self.trace.record(self.rank, "receive", f"receive posted for step {self._step} ({when}); "
                               f"num_computed_tokens advanced optimistically", data={"posted": posted is not None})
             return None
         self.phase = "sample"

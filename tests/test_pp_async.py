@@ -146,3 +146,23 @@ def test_cli_pp_schedule_bad_value_exits_2(capsys):
     assert main(["scenario", "pp1", "--pp-schedule", "eager"]) == 2
     err = capsys.readouterr().err
     assert "unknown pp schedule 'eager'; accepted: sync, async" in err and "Traceback" not in err
+
+
+def test_engine_step_drives_one_tick_at_a_time():
+    outs = {}
+    for how in ("generate", "step"):
+        engine = LLMEngine.from_engine_args(Trace(enabled=False), model=PRE, pipeline_parallel_size=2,
+                                            pp_mode="state-sync", pp_schedule="async", max_num_batched_tokens=CL)
+        if how == "generate":
+            outs[how] = [o.output_token_ids for o in engine.generate([task.encode("451"), task.encode("909")],
+                                                                        max_tokens=3 * CL, seeds=[0, 1])]
+            continue
+        for p, seed in (("451", 0), ("909", 1)):
+            engine.add_request(task.encode(p), 3 * CL, seed=seed)
+        done, ticks = {}, 0
+        while len(done) < 2:
+            done.update({o.req_id: o.output_token_ids for o in engine.step()})
+            ticks += 1
+        outs[how] = [done["req-0"], done["req-1"]]
+        assert ticks < 30                                        # two requests overlap: ~21 ticks, not 38
+    assert outs["generate"] == outs["step"]
