@@ -254,6 +254,7 @@ class AsyncModelRunner(ModelRunner):
         pending = self.pp.deliver(step)
         if pending is None:
             return None
+        self.trace.set_step(step, self.trace.warmup)            # recorded under the step it belongs to
         t = pending.tensors
         sampled, (num_sampled, num_rejected) = t["sampled_token_ids"], t["num_sampled_num_rejected"]
         self.trace.record(self.rank, "receive", f"back-channel for step {step} delivered (side stream): "

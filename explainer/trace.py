@@ -150,10 +150,12 @@ class Trace:
         return None
 
     def bytes_per_step(self, include_warmup: bool = False) -> dict[str, int]:
-        """Per tensor name, the median over engine steps of the bytes sent in that step (0-byte steps count)."""
+        """Per tensor name, the median over engine steps of the bytes sent in that step (0-byte steps count).
+        The async schedule's empty steps (nothing but a FIFO ``consume``) do not count."""
         per_step: dict[int, dict[str, int]] = {}
+        ran = {(e.warmup, e.step) for e in self.events if e.rank is not None and e.phase != "consume"}
         for e in self.events:
-            if e.rank is None or (e.warmup and not include_warmup):
+            if e.rank is None or (e.warmup and not include_warmup) or (e.warmup, e.step) not in ran:
                 continue
             row = per_step.setdefault(e.step, {})
             for t in e.transfers:

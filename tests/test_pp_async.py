@@ -166,3 +166,9 @@ def test_engine_step_drives_one_tick_at_a_time():
         outs[how] = [done["req-0"], done["req-1"]]
         assert ticks < 30                                        # two requests overlap: ~21 ticks, not 38
     assert outs["generate"] == outs["step"]
+
+
+def test_bytes_per_step_async_adds_exactly_the_drafts(results):
+    s, a = (results[k]["pp2-pre-fix-int64"].bytes_per_step for k in ("sync", "async"))
+    assert a == {**s, "draft_tokens": CL * 8}                      # int64 [1, CL]
+    assert results["async"]["pp2-state-sync"].bytes_per_step == results["sync"]["pp2-state-sync"].bytes_per_step
