@@ -5,13 +5,18 @@
 1. plain values (types and ranges: ``UsageError`` naming the value and the accepted range);
 2. the model-specific hook (vLLM ``DiffusionGemmaModelForBlockDiffusionConfig.verify_and_update_config``):
    ``attention_backend="flashinfer"`` -> vLLM's ``ValueError``; defaults for canvas length, denoising
-   steps and ``max_num_seqs`` (8). The toy also fills in and range-checks the sampler settings here
-   (``entropy_bound``, ``t_min``/``t_max``, thresholds, from the generation config). vLLM does not:
+   steps and ``max_num_seqs`` (8). The toy also fills in the sampler settings here (``entropy_bound``,
+   ``t_min``/``t_max``, thresholds, from the generation config; range-checked in step 1). vLLM does not:
    it reads them when it builds the ``DiffusionSampler`` (``custom_sampler``, worker ``load_model``,
    last PP rank only), so in vLLM a bad ``entropy_bound`` fails at worker load, not at this check;
 3. ``verify_with_parallel_config`` (vLLM ``ModelConfig.verify_with_parallel_config``): PP > 1 on a model
    whose class does not implement ``SupportsPP`` raises ``PipelineParallelNotSupportedError`` with vLLM's
    message; then the stage count must not exceed the layer count.
+
+Three switches choose between vLLM's behaviour and the historic or reference one: ``pp_schedule``
+(``sync``, #33960 | ``async``, #42187), ``sampler_draw`` (``multinomial``, transformers | ``gumbel``,
+vLLM's ``DiffusionSampler``) and ``self_conditioning`` (``hf`` | ``vllm``). The defaults (sync,
+multinomial, hf) keep the engine at PP=1 token-identical to transformers' ``generate``.
 """
 
 from __future__ import annotations
