@@ -1,0 +1,449 @@
+"""Two real hosts on one Linux machine, each running its own ``torchrun`` (``--backend hosts``).
+
+A host here is what a second machine would be to vLLM, built from kernel namespaces (needs root, or
+CAP_SYS_ADMIN + CAP_NET_ADMIN):
+
+* its own network namespace (``ip netns add``) whose only links are ``lo`` and ``eth0``, one end of a
+  veth pair joining the two hosts on a private /30 (``10.213.15.1`` and ``10.213.15.2``, which exist
+  only inside these namespaces; there is no route anywhere else, and IPv6 is switched off);
+* its own mount namespace with a private tmpfs on ``/dev/shm`` (``unshare --mount``), so the hosts
+  cannot open each other's shared-memory segments, and its own hostname (``unshare --uts``);
+* its own launcher: ``python -m explainer.distributed.hosts_node`` picks the node's port the way
+  vLLM's executor picks ``distributed_init_method`` on each node, exports it as
+  ``EXPLAINER_DIST_IDENT`` (vLLM: ``VLLM_DIST_IDENT``) and execs ``torchrun --nnodes N
+  --nproc-per-node 1 --node-rank k --master-addr 10.213.15.1 --rdzv-backend static`` running
+  ``explainer.distributed.hosts_rank``. gloo talks over ``eth0`` (``GLOO_SOCKET_IFNAME``).
+
+``launch(fn, args=...)`` mirrors ``explainer.distributed.launch.launch``: it returns one
+``RankResult`` per rank. Every set-up and teardown step has a timeout, and a failing step raises
+``HostStepError`` naming the step and the reason. Teardown (ranks and agents by pid, namespaces,
+links, the temp dir; the private ``/dev/shm`` goes with its mount namespace) runs on success, error,
+a killed rank, SIGTERM and Ctrl-C; namespaces left by a launcher that was SIGKILLed are swept by the
+next run (their names carry the launcher's pid).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from explainer.distributed.launch import RankResult
+from explainer.errors import UsageError
+
+SUBNET = "10.213.15.0/30"
+ADDRESSES = ("10.213.15.1", "10.213.15.2")
+PREFIX_LEN = 30
+IFNAME = "eth0"                      # each host's end of the veth pair, as on a real machine
+MASTER_PORT = 29500                  # torchrun's default; free by construction in a fresh namespace
+NS_PREFIX = "explainer-"             # namespace names: explainer-<launcher pid>-<run>-host<k>
+STEP_TIMEOUT = 10.0
+SHM_SIZE = "256m"
+_RUNS = itertools.count()
+_CAP_SYS_ADMIN, _CAP_NET_ADMIN = 21, 12
+
+
+class HostsUnavailable(UsageError):
+    """This machine or user cannot create hosts (one line: why)."""
+
+
+class HostStepError(RuntimeError):
+    """A set-up or teardown step failed: ``step`` says which, the message says why."""
+
+    def __init__(self, step: str, why: str):
+        super().__init__(f"host step '{step}' failed: {why}")
+        self.step, self.why = step, why
+
+
+def unavailable_reason() -> str | None:
+    """None when hosts can be created here, else one line saying why not."""
+    if not sys.platform.startswith("linux"):
+        return f"--backend hosts needs Linux network and mount namespaces; this is {sys.platform}"
+    caps = _effective_caps()
+    missing = [n for n, bit in (("CAP_SYS_ADMIN", _CAP_SYS_ADMIN), ("CAP_NET_ADMIN", _CAP_NET_ADMIN))
+               if caps is not None and not caps >> bit & 1]
+    if missing:
+        who = "not root" if os.geteuid() != 0 else "root without them"
+        return f"--backend hosts needs {' and '.join(missing)} to create namespaces ({who}); run as root"
+    for tool in ("ip", "unshare", "mount"):
+        if shutil.which(tool) is None:
+            pkg = "iproute2" if tool == "ip" else "util-linux"
+            return f"--backend hosts needs the '{tool}' command (Debian package {pkg}); it is not on PATH"
+    if _torchrun() is None:
+        return "--backend hosts needs torchrun (torch.distributed.run); it is not importable"
+    try:
+        probe = subprocess.run(["unshare", "--net", "--mount", "--uts", "true"], capture_output=True,
+                               text=True, timeout=STEP_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"--backend hosts: probing namespaces failed ({exc})"
+    if probe.returncode != 0:
+        return f"--backend hosts: this kernel refuses new namespaces ({_last_line(probe.stderr)})"
+    return None
+
+
+def check_available() -> None:
+    reason = unavailable_reason()
+    if reason:
+        raise HostsUnavailable(reason)
+
+
+def _effective_caps() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return None
+
+
+def _torchrun() -> list[str] | None:
+    script = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if os.access(script, os.X_OK):
+        return [script]
+    import importlib.util
+    return [sys.executable, "-m", "torch.distributed.run"] if importlib.util.find_spec("torch.distributed.run") else None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no message"
+
+
+@dataclass
+class Host:
+    index: int
+    netns: str
+    address: str
+    hostname: str
+    ifname: str = IFNAME
+    proc: subprocess.Popen | None = None
+    log_path: str = ""
+
+
+@dataclass
+class HostsRun:
+    """What a launch did on the hosts (the ranks' own results are the ``RankResult`` list)."""
+    hosts: list[Host]
+    workdir: str
+    commands: list[list[str]] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    logs: dict[int, str] = field(default_factory=dict)
+    facts: dict[int, dict] = field(default_factory=dict)   # per rank: hostname, ident, addresses, sockets
+    seconds: float = 0.0
+
+
+def _run_step(step: str, argv: list[str], timeout: float = STEP_TIMEOUT) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HostStepError(step, f"'{' '.join(argv)}' did not finish within {timeout:.0f}s") from None
+    except OSError as exc:
+        raise HostStepError(step, f"'{argv[0]}' could not start: {exc}") from None
+    if out.returncode != 0:
+        raise HostStepError(step, f"'{' '.join(argv)}' exited {out.returncode}: {_last_line(out.stderr)}")
+    return out.stdout
+
+
+def our_namespaces(pid: int | None = None) -> list[str]:
+    """Network namespaces created by explainer launchers (of ``pid`` if given)."""
+    try:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=STEP_TIMEOUT).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    names = [ln.split()[0] for ln in out.splitlines() if ln.strip()]
+    want = f"{NS_PREFIX}{pid}-" if pid is not None else NS_PREFIX
+    return [n for n in names if n.startswith(want)]
+
+
+def sweep_stale() -> list[str]:
+    """Delete namespaces whose launcher pid is gone (it was SIGKILLed before its teardown ran)."""
+    swept = []
+    for ns in our_namespaces():
+        m = re.match(rf"{NS_PREFIX}(\d+)-", ns)
+        if m and not _alive(int(m.group(1))):
+            _kill_netns_pids(ns)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=STEP_TIMEOUT)
+            swept.append(ns)
+    return swept
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _netns_pids(ns: str) -> list[int]:
+    try:
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [int(p) for p in out.stdout.split() if p.isdigit()]
+
+
+def _kill_netns_pids(ns: str, term_wait: float = 3.0) -> list[int]:
+    """End every process inside our namespace by pid: SIGTERM, then SIGKILL; return survivors."""
+    for sig, wait_s in ((signal.SIGTERM, term_wait), (signal.SIGKILL, 5.0)):
+        pids = _netns_pids(ns)
+        if not pids:
+            return []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _netns_pids(ns):
+            time.sleep(0.05)
+    return _netns_pids(ns)
+
+
+def create_hosts(n: int = 2) -> list[Host]:
+    """Namespaces, veth, addresses; on a failing step, what was made is removed before raising."""
+    if n != 2:
+        raise UsageError(f"hosts {n}: accepted is 2 (one veth pair)")
+    sweep_stale()
+    run = next(_RUNS)
+    hosts = [Host(k, f"{NS_PREFIX}{os.getpid()}-{run}-host{k}", ADDRESSES[k], f"host{k}") for k in range(n)]
+    try:
+        for h in hosts:
+            _run_step(f"create network namespace {h.netns}", ["ip", "netns", "add", h.netns])
+        _run_step("create the veth link host0:eth0 <-> host1:eth0",
+                  ["ip", "link", "add", IFNAME, "netns", hosts[0].netns, "type", "veth",
+                   "peer", IFNAME, "netns", hosts[1].netns])
+        for h in hosts:
+            ex = ["ip", "netns", "exec", h.netns]
+            _run_step(f"switch IPv6 off on {h.hostname}",
+                      ex + ["sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+                                        "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"])
+            _run_step(f"address {h.address}/{PREFIX_LEN} on {h.hostname}:{IFNAME}",
+                      ["ip", "-n", h.netns, "addr", "add", f"{h.address}/{PREFIX_LEN}", "dev", IFNAME])
+            _run_step(f"bring up lo on {h.hostname}", ["ip", "-n", h.netns, "link", "set", "lo", "up"])
+            _run_step(f"bring up {IFNAME} on {h.hostname}", ["ip", "-n", h.netns, "link", "set", IFNAME, "up"])
+    except BaseException:
+        destroy_hosts(hosts, raise_errors=False)
+        raise
+    return hosts
+
+
+def destroy_hosts(hosts: list[Host], raise_errors: bool = True) -> list[str]:
+    """End every process in the hosts by pid, then delete the namespaces (which removes the veth)."""
+    problems = []
+    for h in hosts:
+        if h.proc is not None and h.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                h.proc.terminate()
+    for h in hosts:
+        if h.netns not in our_namespaces():
+            continue
+        survivors = _kill_netns_pids(h.netns)
+        if survivors:
+            problems.append(f"end the processes of {h.hostname}: pids {survivors} survived SIGKILL")
+            continue
+        try:
+            _run_step(f"delete network namespace {h.netns}", ["ip", "netns", "del", h.netns])
+        except HostStepError as exc:
+            problems.append(str(exc))
+    for h in hosts:
+        if h.proc is not None:
+            try:
+                h.proc.wait(STEP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                h.proc.kill()
+                problems.append(f"host step 'wait for {h.hostname}'s launcher' failed: pid {h.proc.pid} ignored SIGTERM")
+    if problems and raise_errors:
+        raise HostStepError("teardown", "; ".join(problems))
+    return problems
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """A SIGTERM to the launcher runs the same teardown as Ctrl-C (main thread only)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *, timeout: float = 90.0,
+           grace: float = 3.0, num_threads: int = 1, comm_timeout: float = 20.0,
+           record: HostsRun | None = None) -> list[RankResult]:
+    """Run ``fn(*args, **kwargs)`` on rank 0 (host0) and rank 1 (host1) under torchrun; results by rank."""
+    if timeout <= 0:
+        raise ValueError(f"timeout {timeout}: accepted are seconds > 0")
+    check_available()
+    t0 = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix=f"explainer-hosts-{os.getpid()}-")
+    hosts: list[Host] = []
+    try:
+        with _sigterm_as_interrupt():
+            with open(os.path.join(workdir, "spec.pkl"), "wb") as f:
+                pickle.dump({"fn": fn, "args": args, "kwargs": kwargs or {}, "sys_path": list(sys.path),
+                             "num_threads": num_threads}, f)
+            hosts = create_hosts(2)
+            with open(os.path.join(workdir, "etc-hosts"), "w") as f:
+                f.write("127.0.0.1 localhost\n" + "".join(f"{h.address} {h.hostname}\n" for h in hosts))
+            run = record if record is not None else HostsRun(hosts, workdir)
+            run.hosts, run.workdir = hosts, workdir
+            run.steps.append(f"created {', '.join(h.netns for h in hosts)}; veth {IFNAME}<->{IFNAME} on {SUBNET}")
+            for h in hosts:
+                _start_host(h, len(hosts), workdir, comm_timeout, run)
+            results = _collect(hosts, workdir, t0, timeout, grace)
+            for r in results:
+                run.facts[r.rank] = _read_facts(workdir, r.rank)
+            run.logs = {h.index: _read(h.log_path) for h in hosts}
+            return results
+    finally:
+        try:
+            destroy_hosts(hosts)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            if record is not None:
+                record.seconds = time.monotonic() - t0
+
+
+def _start_host(h: Host, nnodes: int, workdir: str, comm_timeout: float, run: HostsRun) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("EXPLAINER_DIST_IDENT", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(GLOO_SOCKET_IFNAME=h.ifname, OMP_NUM_THREADS="1", EXPLAINER_COMM_TIMEOUT=str(comm_timeout),
+               PYTHONUNBUFFERED="1")
+    node = [sys.executable, "-m", "explainer.distributed.hosts_node", "--node-rank", str(h.index),
+            "--nnodes", str(nnodes), "--hostname", h.hostname, "--master-addr", ADDRESSES[0],
+            "--master-port", str(MASTER_PORT), "--workdir", workdir, "--shm-size", SHM_SIZE,
+            "--torchrun", (_torchrun() or ["-"])[0] if len(_torchrun() or []) == 1 else "-"]
+    argv = ["ip", "netns", "exec", h.netns, "unshare", "--mount", "--uts", "--propagation", "private", "--"] + node
+    run.commands.append(argv)
+    h.log_path = os.path.join(workdir, f"host{h.index}.log")
+    with open(h.log_path, "wb") as log:
+        try:
+            h.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=env, start_new_session=True)
+        except OSError as exc:
+            raise HostStepError(f"start torchrun on {h.hostname}", str(exc)) from None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _read_facts(workdir: str, rank: int) -> dict:
+    try:
+        with open(os.path.join(workdir, f"rank{rank}.facts.pkl"), "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return {}
+
+
+def _collect(hosts: list[Host], workdir: str, t0: float, timeout: float, grace: float) -> list[RankResult]:
+    """Wait for each rank's result file; a host whose torchrun exits without one lost its rank."""
+    results: dict[int, RankResult] = {}
+    pending, failed_at, first_failed = {h.index for h in hosts}, None, None
+    while pending:
+        now = time.monotonic()
+        limit = t0 + timeout if failed_at is None else min(t0 + timeout, failed_at + grace)
+        if now >= limit:
+            break
+        for r in sorted(pending):
+            res = _result_of(workdir, r, hosts[r], now - t0)
+            if res is None:
+                continue
+            results[r] = res
+            pending.discard(r)
+            if not res.ok and failed_at is None:
+                failed_at, first_failed = time.monotonic(), r
+        time.sleep(0.05)
+    for r in sorted(pending):
+        why = (f"still running {grace:.1f}s after rank {first_failed} failed" if first_failed is not None
+               else f"did not finish within {timeout:.1f}s")
+        pid = _pid_of(workdir, r)
+        results[r] = RankResult(r, False, error_type="TimeoutError", pid=pid, ended_by_launcher=True,
+                                error_message=f"rank {r} on host{r} (pid {pid}) {why}; ended by the launcher",
+                                seconds=time.monotonic() - t0)
+    for h in hosts:                                   # finished ranks exit, then their torchrun
+        if h.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                h.proc.wait(max(0.5, grace))
+    for r, res in results.items():
+        if res.exitcode is None and res.ok:
+            res.exitcode = hosts[r].proc.returncode if hosts[r].proc is not None else None
+    return [results[r] for r in range(len(hosts))]
+
+
+def _pid_of(workdir: str, rank: int) -> int | None:
+    text = _read(os.path.join(workdir, f"rank{rank}.pid")).strip()
+    return int(text) if text.isdigit() else None
+
+
+def _result_of(workdir: str, r: int, host: Host, elapsed: float) -> RankResult | None:
+    path = os.path.join(workdir, f"rank{r}.result.pkl")
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                msg = pickle.load(f)
+        except (EOFError, pickle.UnpicklingError):
+            msg = None                                # still being written (renamed into place when done)
+        if msg is not None:
+            res = RankResult(r, msg[0] == "ok", pid=_pid_of(workdir, r), seconds=elapsed)
+            if res.ok:
+                res.value = msg[1]
+            else:
+                res.error_type, res.error_message, res.traceback = msg[1], msg[2], msg[3]
+            return res
+    if host.proc is not None and host.proc.poll() is not None:
+        pid = _pid_of(workdir, r)
+        log = _read(host.log_path)
+        m = re.search(r"exitcode\s*:\s*(-?\d+)", log)
+        code = int(m.group(1)) if m else None
+        return RankResult(r, False, pid=pid, exitcode=code, seconds=elapsed, error_type="ProcessDied",
+                          error_message=f"rank {r} on host{r} (pid {pid}) exited with code {code} before reporting "
+                                        f"(torchrun on host{r} exited {host.proc.returncode})")
+    return None
+
+
+def describe(run: HostsRun) -> dict:
+    """A JSON-able account of a hosts run: each host, what its rank saw there, the launcher's log lines."""
+    hosts = []
+    for h in run.hosts:
+        facts = run.facts.get(h.index, {})
+        hosts.append({
+            "host": h.hostname, "netns": h.netns, "address": h.address, "ifname": h.ifname, "subnet": SUBNET,
+            "rank": h.index, "ident": facts.get("ident"), "addresses": facts.get("addresses", []),
+            "dev_shm": facts.get("dev_shm"), "gloo_ifname": facts.get("gloo_ifname"),
+            "master_addr": facts.get("master_addr"), "tcp": facts.get("tcp", []),
+            "pp_group": facts.get("pp_group", {}), "log_lines": facts.get("log_lines", []),
+            "launcher_log": [ln for ln in run.logs.get(h.index, "").splitlines() if ln.strip()][-40:],
+            "torchrun": ("torchrun --nnodes 2 --nproc-per-node 1 --node-rank "
+                         f"{h.index} --master-addr {ADDRESSES[0]} --master-port {MASTER_PORT} "
+                         "--rdzv-backend static -m explainer.distributed.hosts_rank WORKDIR"),
+        })
+    peers = {f"{a}" for a in ADDRESSES}
+    seen = {s[k].rsplit(":", 1)[0] for h in hosts for s in h["tcp"] for k in ("local", "remote")}
+    return {"subnet": SUBNET, "master_addr": ADDRESSES[0], "master_port": MASTER_PORT, "hosts": hosts,
+            "tcp_addresses_seen": sorted(seen), "only_private_addresses": seen <= peers | {"0.0.0.0"},
+            "seconds": round(run.seconds, 2)}
