@@ -1,6 +1,6 @@
 """Named scenarios: every story a notebook tells, runnable by anyone (DESIGN contract 3).
 
-``python -m explainer scenario NAME [--backend inprocess|processes] [--json]``
+``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--gate pre-40150|post-40150] [--json]``
 
 A scenario module registers functions with ``@scenario("name", summary=...)``; each takes
 ``backend`` and returns a ``ScenarioResult``. PP scenarios live in ``pp_scenarios.py``, the
@@ -17,7 +17,12 @@ from typing import Any, Callable
 from explainer.errors import UsageError
 
 OUTCOMES = ("ok", "startup-rejected", "warmup-crash", "runtime-error", "diverged")
-BACKENDS = ("inprocess", "processes")
+BACKENDS = ("inprocess", "processes", "hosts")
+GATES = ("pre-40150", "post-40150")          # the CPU communicator's tensor-dict gate (vLLM PR #40150)
+# hosts = two network-namespace hosts (explainer/distributed/hosts.py): the scenarios with one rank per node
+HOSTS_SCENARIOS = ("pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync",
+                   "comm-inter-node-pre-fix", "comm-inter-node-fixed")
+GATED_SCENARIOS = ("pp2-pre-fix", "pp2-pre-fix-int64", "pp2-state-sync")   # PP runs whose group takes --gate
 SCENARIO_NAMES = (
     "pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync",
     "comm-same-node", "comm-inter-node-pre-fix", "comm-inter-node-fixed",
@@ -74,11 +79,21 @@ def available() -> dict[str, str]:
     return {name: _REGISTRY[name][1] for name in SCENARIO_NAMES if name in _REGISTRY}
 
 
-def run(name: str, backend: str = "inprocess") -> ScenarioResult:
+def run(name: str, backend: str = "inprocess", gate: str | None = None) -> ScenarioResult:
+    """Run one scenario; ``gate`` (PP scenarios only) picks the communicator gate of the PP group."""
     _load_all()
     if name not in _REGISTRY:
         known = ", ".join(available()) or "(none registered)"
         raise UsageError(f"unknown scenario {name!r}; known scenarios: {known}")
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; accepted: {', '.join(BACKENDS)}")
-    return _REGISTRY[name][0](backend)
+    if gate is not None and gate not in GATES:
+        raise UsageError(f"unknown gate {gate!r}; accepted: {', '.join(GATES)}")
+    if gate is not None and name not in GATED_SCENARIOS:
+        raise UsageError(f"--gate applies to {', '.join(GATED_SCENARIOS)}; scenario {name!r} fixes its own gate")
+    if backend == "hosts":
+        if name not in HOSTS_SCENARIOS:
+            raise UsageError(f"scenario {name!r} runs on one node; --backend hosts accepts {', '.join(HOSTS_SCENARIOS)}")
+        from explainer.distributed.hosts import check_available
+        check_available()                       # one line why not (not root, not Linux, no ip), exit 2
+    return _REGISTRY[name][0](backend) if gate is None else _REGISTRY[name][0](backend, gate=gate)
