@@ -21,7 +21,8 @@ from explainer.errors import UsageError
 from explainer.registry import DEFAULT_MODEL, ModelRegistry
 
 PP_MODES = ("generic", "generic-int64", "state-sync")
-EXECUTOR_BACKENDS = ("inprocess", "processes")
+EXECUTOR_BACKENDS = ("inprocess", "processes", "hosts")
+COMM_GATES = ("pre-40150", "post-40150")   # the PP group's tensor-dict gate (vLLM PR #40150)
 ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER")
 DEFAULT_MAX_NUM_SEQS = 8   # vLLM lowers max_num_seqs to 8 for DiffusionGemma when the user did not set it
 
@@ -54,6 +55,7 @@ class EngineConfig:
     pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
     attention_backend: str | None = None
     distributed_executor_backend: str = "inprocess"
+    comm_gate: str = "post-40150"             # real groups (processes, hosts): use_cpu_custom_send_recv's gate
     warmup: bool = True
     entropy_bound: float | None = None        # sampler settings; None: the generation config
     t_min: float | None = None
@@ -76,6 +78,7 @@ class EngineConfig:
         _int_at_least("seed", self.seed, 0)
         _one_of("pp_mode", self.pp_mode, PP_MODES)
         _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
+        _one_of("comm_gate", self.comm_gate, COMM_GATES)
         if self.attention_backend is not None:
             _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
         if self.entropy_bound is not None and not (_number(self.entropy_bound) and self.entropy_bound > 0):
