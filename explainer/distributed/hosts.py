@@ -300,8 +300,8 @@ def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
     try:
         with _sigterm_as_interrupt():
             with open(os.path.join(workdir, "spec.pkl"), "wb") as f:
-                pickle.dump({"fn": fn, "args": args, "kwargs": kwargs or {}, "sys_path": list(sys.path),
-                             "num_threads": num_threads}, f)
+                pickle.dump({"sys_path": list(sys.path), "num_threads": num_threads,   # the call: unpickled
+                             "call": pickle.dumps((fn, args, kwargs or {}))}, f)      # after sys.path is set
             hosts = create_hosts(2)
             with open(os.path.join(workdir, "etc-hosts"), "w") as f:
                 f.write("127.0.0.1 localhost\n" + "".join(f"{h.address} {h.hostname}\n" for h in hosts))
@@ -390,8 +390,10 @@ def _collect(hosts: list[Host], workdir: str, t0: float, timeout: float, grace: 
             with contextlib.suppress(subprocess.TimeoutExpired):
                 h.proc.wait(max(0.5, grace))
     for r, res in results.items():
-        if res.exitcode is None and res.ok:
-            res.exitcode = hosts[r].proc.returncode if hosts[r].proc is not None else None
+        if res.exitcode is None and res.error_type not in ("ProcessDied", "TimeoutError"):
+            res.exitcode = 0 if res.ok else 1         # it reported: hosts_rank then exits 0 (ok) or 1
+        elif res.exitcode is None and res.error_type == "ProcessDied":
+            res.exitcode = _exitcode_from_log(hosts[r].log_path)
     return [results[r] for r in range(len(hosts))]
 
 
@@ -415,15 +417,30 @@ def _result_of(workdir: str, r: int, host: Host, elapsed: float) -> RankResult |
             else:
                 res.error_type, res.error_message, res.traceback = msg[1], msg[2], msg[3]
             return res
-    if host.proc is not None and host.proc.poll() is not None:
-        pid = _pid_of(workdir, r)
-        log = _read(host.log_path)
-        m = re.search(r"exitcode\s*:\s*(-?\d+)", log)
-        code = int(m.group(1)) if m else None
-        return RankResult(r, False, pid=pid, exitcode=code, seconds=elapsed, error_type="ProcessDied",
-                          error_message=f"rank {r} on host{r} (pid {pid}) exited with code {code} before reporting "
-                                        f"(torchrun on host{r} exited {host.proc.returncode})")
+    pid = _pid_of(workdir, r)
+    rank_gone = pid is not None and not _pid_running(pid)
+    host_gone = host.proc is not None and host.proc.poll() is not None
+    if (rank_gone or host_gone) and not os.path.exists(path):     # died without reporting
+        return RankResult(r, False, pid=pid, exitcode=_exitcode_from_log(host.log_path), seconds=elapsed,
+                          error_type="ProcessDied",
+                          error_message=f"rank {r} on host{r} (pid {pid}) exited before reporting"
+                                        + (f" (torchrun on host{r} exited {host.proc.returncode})" if host_gone else ""))
     return None
+
+
+def _pid_running(pid: int) -> bool:
+    """Alive and not a zombie (a dead rank stays a zombie until its torchrun reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def _exitcode_from_log(log_path: str) -> int | None:
+    """torchrun's failure summary names the worker's exit code ("exitcode  : -9 (pid: ...)")."""
+    m = re.search(r"exitcode\s*:\s*(-?\d+)", _read(log_path))
+    return int(m.group(1)) if m else None
 
 
 def describe(run: HostsRun) -> dict:

@@ -115,7 +115,8 @@ def main(workdir: str) -> None:
         torch.set_num_threads(spec["num_threads"])
         init_distributed_environment()
         try:
-            msg, code = ("ok", spec["fn"](*spec["args"], **spec["kwargs"])), 0
+            fn, args, kwargs = pickle.loads(spec["call"])
+            msg, code = ("ok", fn(*args, **kwargs)), 0
         finally:
             facts = {"rank": rank, "hostname": socket.gethostname(), "ident": os.environ.get("EXPLAINER_DIST_IDENT"),
                      "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"), "master_addr": os.environ.get("MASTER_ADDR"),
