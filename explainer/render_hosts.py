@@ -90,13 +90,13 @@ def hosts_dot(record: Mapping) -> str:
         k = v["rank"]
         bad = v["error"] is not None
         lines.append(f"subgraph cluster_host{k} {{")
-        lines.append(f'label={_q(v["host"] + " (its own network, mount and UTS namespaces)")}; style="rounded,filled"; '
-                     f'fillcolor="{HOST_FILL}"; color="#555555";')
-        lines.append(f'h{k}_eth [label={_q(f"{v["ifname"]}  {v["address"]}/30")}, shape=box, style="filled", '
-                     f'fillcolor="#ffffff"];')
+        title = v["host"] + " (its own network, mount and UTS namespaces)"
+        lines.append(f'label={_q(title)}; style="rounded,filled"; fillcolor="{HOST_FILL}"; color="#555555";')
+        eth = f"{v['ifname']}  {v['address']}/30"
+        lines.append(f'h{k}_eth [label={_q(eth)}, shape=box, style="filled", fillcolor="#ffffff"];')
         shm = ", ".join(v.get("dev_shm") or []) or "empty"
-        lines.append(f'h{k}_shm [label={_q("/dev/shm: private tmpfs\\nsegments seen by rank " + str(k) + ": " + shm)}, '
-                     f'shape=folder];')
+        shm_label = _q(f"/dev/shm: private tmpfs\nsegments seen by rank {k}: {shm}\n")
+        lines.append(f'h{k}_shm [label={shm_label}, shape=folder];')
         rank_label = (f"rank {k} · torchrun --node-rank {k}\n"
                       f"ident (this host's own port) = {v.get('ident')}\n"
                       f"backend chosen: {v.get('backend')}\n"
@@ -105,9 +105,11 @@ def hosts_dot(record: Mapping) -> str:
                          else ("✓ received the dict intact\n" if v.get("received_equal") else "✓ no error\n")))
         lines.append(f'h{k}_rank [label={_q(rank_label)}, fillcolor="{BAD_FILL if bad else OK_FILL}", '
                      f'color="{BAD_LINE if bad else OK_LINE}", penwidth={2 if bad else 1}];')
+        lines.append(f'h{k}_eth -> h{k}_rank [style=invis];')           # top-down: eth0, rank, /dev/shm
         lines.append(f'h{k}_rank -> h{k}_shm [style=dotted, arrowhead=none, label=" only its own"];')
         lines.append("}")
-    lines.append(f'h0_eth -> h1_eth [dir=both, label={_q(" veth link, subnet " + net["subnet"])}, penwidth=2];')
+    lines.append(f'h0_eth -> h1_eth [dir=both, label={_q(" veth link, subnet " + net["subnet"])}, penwidth=2, '
+                 'constraint=false];')
     lines.append(f'h0_rank -> h1_rank [label={_q(" PP tensor dict, gate " + str(views[0].get("gate")))}, '
                  f'color="{OK_LINE if ok else BAD_LINE}", style={"solid" if ok else "dashed"}, constraint=false];')
     lines.append(f'outcome [label={_q(_wrap(outcome, 80))}, fillcolor="{OK_FILL if ok else BAD_FILL}", '

@@ -388,7 +388,7 @@ def _collect(hosts: list[Host], workdir: str, t0: float, timeout: float, grace: 
     for h in hosts:                                   # finished ranks exit, then their torchrun
         if h.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                h.proc.wait(max(0.5, grace))
+                h.proc.wait(min(1.0, grace))     # torchrun exits once its rank did
     for r, res in results.items():
         if res.exitcode is None and res.error_type not in ("ProcessDied", "TimeoutError"):
             res.exitcode = 0 if res.ok else 1         # it reported: hosts_rank then exits 0 (ok) or 1
