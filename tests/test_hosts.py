@@ -227,3 +227,45 @@ def test_namespaces_of_a_sigkilled_launcher_are_swept_by_the_next_run():
     assert len(swept) == 2 and all(f"-{proc.pid}-" in ns for ns in swept)
     time.sleep(0.5)
     _assert_nothing_left(pids=inside, launcher_pid=proc.pid)
+
+
+# ---- the stored records and their picture (no root needed) ---------------------------------------------------
+from explainer import hosts_record  # noqa: E402
+
+
+def test_stored_records_are_two_host_runs_with_the_processes_outcome():
+    for name, gate in hosts_record.STORED_RUNS:
+        rec = hosts_record.load_stored(name, gate)
+        assert rec["backend"] == "hosts" and rec["scenario"] == name
+        hs = rec["details"]["hosts"]["hosts"]
+        assert [h["address"] for h in hs] == list(hosts.ADDRESSES) and hs[0]["ident"] != hs[1]["ident"]
+        assert all("pid" not in i for i in rec["details"].get("per_rank", []))
+        assert all(h["netns"].startswith("explainer-PID-RUN-") for h in hs)
+    for name in ("comm-inter-node-pre-fix", "comm-inter-node-fixed"):   # same outcome as processes, today
+        stored, now = hosts_record.load_stored(name), scenario.run(name, "processes")
+        assert (stored["outcome"], stored["error"]) == (now.outcome, now.error)
+        assert stored["details"]["decision_path_per_rank"] == now.details["decision_path_per_rank"]
+    pre = hosts_record.load_stored("pp2-state-sync", "pre-40150")
+    assert {r["message"] for r in pre["details"]["ranks"]} == {
+        "module 'torch.distributed' has no attribute 'send_tensor_dict'",
+        "module 'torch.distributed' has no attribute 'recv_tensor_dict'"}
+    post = hosts_record.load_stored("pp2-state-sync", "post-40150")
+    assert post["outcome"] == "ok" and post["details"]["identical_to_pp1"]
+    with pytest.raises(KeyError, match="stored:"):
+        hosts_record.load_stored("pp1")
+
+
+def test_hosts_dot_draws_each_host_the_link_and_the_outcome():
+    pre, fixed = hosts_record.load_stored("comm-inter-node-pre-fix"), hosts_record.load_stored("comm-inter-node-fixed")
+    dot_pre, dot_fixed = render_hosts.hosts_dot(pre), render_hosts.hosts_dot(fixed)
+    for dot, rec in ((dot_pre, pre), (dot_fixed, fixed)):
+        assert "cluster_host0" in dot and "cluster_host1" in dot and "h0_eth -> h1_eth" in dot
+        for h in rec["details"]["hosts"]["hosts"]:
+            assert f"eth0  {h['address']}/30" in dot and f"= {h['ident']}" in dot
+        assert "CPU SHM communicator disabled for group pp:0" in dot and "/dev/shm: private tmpfs" in dot
+    assert dot_pre.count("✗ AttributeError") == 3 and "✓" not in dot_pre    # both ranks + the outcome
+    assert "use_cpu_custom_send_recv=True" in dot_pre and "use_cpu_custom_send_recv=False" in dot_fixed
+    assert "✓ received the dict intact" in dot_fixed and "✓ delivered intact: hidden_states float32" in dot_fixed
+    with pytest.raises(ValueError, match="--backend hosts"):
+        render_hosts.hosts_dot(scenario.run("pp2-gated", "inprocess").to_json())
+    subprocess.run(["dot", "-Tsvg"], input=dot_pre, text=True, check=True, capture_output=True, timeout=30)

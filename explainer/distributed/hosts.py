@@ -305,6 +305,8 @@ def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
             hosts = create_hosts(2)
             with open(os.path.join(workdir, "etc-hosts"), "w") as f:
                 f.write("127.0.0.1 localhost\n" + "".join(f"{h.address} {h.hostname}\n" for h in hosts))
+            with open(os.path.join(workdir, "resolv.conf"), "w") as f:
+                f.write("# the hosts resolve names from /etc/hosts only\n")
             run = record if record is not None else HostsRun(hosts, workdir)
             run.hosts, run.workdir = hosts, workdir
             run.steps.append(f"created {', '.join(h.netns for h in hosts)}; veth {IFNAME}<->{IFNAME} on {SUBNET}")

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         step = "give the host its own /etc/hosts (both hosts by name, as a cluster's hosts file)"
         subprocess.run(["mount", "--bind", os.path.join(a.workdir, "etc-hosts"), "/etc/hosts"],
                        check=True, capture_output=True, text=True, timeout=10)
+        step = "give the host an empty /etc/resolv.conf (no name server outside the two hosts)"
+        subprocess.run(["mount", "--bind", os.path.join(a.workdir, "resolv.conf"), "/etc/resolv.conf"],
+                       check=True, capture_output=True, text=True, timeout=10)
     except subprocess.CalledProcessError as exc:
         print(f"host step '{step}' failed on {a.hostname}: {exc.stderr.strip()}", file=sys.stderr, flush=True)
         return 3
