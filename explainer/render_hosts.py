@@ -60,6 +60,14 @@ def _path_text(custom: bool | None) -> str:
             else "use_cpu_custom_send_recv=False -> generic path (metadata + gloo sends)")
 
 
+def _names_line(path: str | None) -> str:
+    if not path or "names_agree=" not in path:
+        return ""
+    value = path.split("names_agree=")[1].split(" ")[0]
+    return {"yes": "SHM group names agree: yes\n", "NO": "SHM group names agree: NO (idents differ)\n"}.get(
+        value, f"SHM group names agree: {value}\n")
+
+
 def outcome_text(record: Mapping) -> tuple[bool, str]:
     """(delivered?, one line): the error, or what arrived."""
     err = record.get("error")
@@ -99,6 +107,7 @@ def hosts_dot(record: Mapping) -> str:
         lines.append(f'h{k}_shm [label={shm_label}, shape=folder];')
         rank_label = (f"rank {k} · torchrun --node-rank {k}\n"
                       f"ident (this host's own port) = {v.get('ident')}\n"
+                      + _names_line(v.get("decision_path")) +
                       f"backend chosen: {v.get('backend')}\n"
                       + _wrap(_path_text(v.get("custom")), 46)
                       + ("✗ " + _wrap(f"{v['error']['type']}: {v['error']['message']}", 46) if bad

@@ -36,6 +36,9 @@ def _alive(pid):
 
 def _assert_nothing_left(pids=(), idents=(), launcher_pid=None):
     assert hosts.our_namespaces(launcher_pid or os.getpid()) == []
+    links = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True, text=True,
+                           timeout=10).stdout
+    assert f"{hosts.NS_PREFIX}{launcher_pid or os.getpid()}-" not in links     # no veth of ours, here or there
     assert [p for p in pids if _alive(p)] == []
     shm = os.listdir("/dev/shm")
     assert [n for n in shm for i in idents if i and n.startswith(f"{i}-")] == []
@@ -57,8 +60,7 @@ def _check_hosts(res):
         assert h["gloo_ifname"] == "eth0" and h["master_addr"] == hosts.ADDRESSES[0]
         assert h["tcp"], "the rank held no TCP socket?"
     assert res.details["hosts"]["only_private_addresses"], res.details["hosts"]["tcp_addresses_seen"]
-    seen = {a for a in res.details["hosts"]["tcp_addresses_seen"] if a != "0.0.0.0"}
-    assert seen == PRIVATE                          # gloo and the store used exactly the two host addresses
+    assert set(res.details["hosts"]["tcp_addresses_seen"]) == PRIVATE                          # gloo and the store used exactly the two host addresses
     _assert_nothing_left(idents=[h["ident"] for h in hs])
 
 
@@ -263,9 +265,16 @@ def test_hosts_dot_draws_each_host_the_link_and_the_outcome():
         for h in rec["details"]["hosts"]["hosts"]:
             assert f"eth0  {h['address']}/30" in dot and f"= {h['ident']}" in dot
         assert "CPU SHM communicator disabled for group pp:0" in dot and "/dev/shm: private tmpfs" in dot
+        assert dot.count("SHM group names agree: NO (idents differ)") == 2
     assert dot_pre.count("✗ AttributeError") == 3 and "✓" not in dot_pre    # both ranks + the outcome
     assert "use_cpu_custom_send_recv=True" in dot_pre and "use_cpu_custom_send_recv=False" in dot_fixed
     assert "✓ received the dict intact" in dot_fixed and "✓ delivered intact: hidden_states float32" in dot_fixed
     with pytest.raises(ValueError, match="--backend hosts"):
         render_hosts.hosts_dot(scenario.run("pp2-gated", "inprocess").to_json())
     subprocess.run(["dot", "-Tsvg"], input=dot_pre, text=True, check=True, capture_output=True, timeout=30)
+
+
+def test_live_says_why_when_this_kernel_cannot_create_hosts(monkeypatch):
+    monkeypatch.setattr(hosts, "_effective_caps", lambda: 0)
+    record, why = hosts_record.live("comm-inter-node-fixed")
+    assert record is None and "CAP_SYS_ADMIN and CAP_NET_ADMIN" in why

@@ -462,7 +462,8 @@ def describe(run: HostsRun) -> dict:
                          "--rdzv-backend static -m explainer.distributed.hosts_rank WORKDIR"),
         })
     peers = {f"{a}" for a in ADDRESSES}
-    seen = {s[k].rsplit(":", 1)[0] for h in hosts for s in h["tcp"] for k in ("local", "remote")}
+    seen = {s[k].rsplit(":", 1)[0] for h in hosts for s in h["tcp"]              # a listener has no remote
+            for k in (("local",) if s["state"] == "LISTEN" else ("local", "remote"))}
     return {"subnet": SUBNET, "master_addr": ADDRESSES[0], "master_port": MASTER_PORT, "hosts": hosts,
-            "tcp_addresses_seen": sorted(seen), "only_private_addresses": seen <= peers | {"0.0.0.0"},
+            "tcp_addresses_seen": sorted(seen), "only_private_addresses": seen <= peers,
             "seconds": round(run.seconds, 2)}
