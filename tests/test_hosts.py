@@ -90,13 +90,14 @@ def test_refuses_in_one_line_as_an_ordinary_user():
     assert proc.stdout == ""
 
 
-def test_bad_backend_and_gate_use_exit_2():
+def test_bad_backend_and_gate_use_exit_2(capsys):
+    from explainer.cli import main
     for argv, word in ((["pp1", "--backend", "hosts"], "runs on one node"),
                        (["comm-inter-node-fixed", "--gate", "pre-40150"], "fixes its own gate"),
                        (["pp2-state-sync", "--gate", "1"], "unknown gate")):
-        proc = subprocess.run([sys.executable, "-m", "explainer", "scenario", *argv], capture_output=True,
-                              text=True, timeout=60)
-        assert proc.returncode == 2 and word in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert main(["scenario", *argv]) == 2
+        err = capsys.readouterr().err
+        assert word in err and len(err.strip().splitlines()) == 1, err
 
 
 # ---- the scenarios: hosts give what processes give -----------------------------------------------------------
