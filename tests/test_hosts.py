@@ -147,8 +147,11 @@ def test_pp_scenarios_on_hosts_equal_processes(name):
 
 
 @needs_hosts
-def test_pp_across_hosts_before_40150_fails_as_issue_37933():
-    res = scenario.run("pp2-state-sync", "hosts", gate="pre-40150")
+@pytest.mark.parametrize("name", ["pp2-pre-fix-int64", "pp2-state-sync"])
+def test_pp_across_hosts_before_40150_fails_as_issue_37933(name):
+    one_node = scenario.run(name, "processes", gate="pre-40150")     # one node: SHM, so the old gate holds
+    assert one_node.outcome == ("diverged" if name == "pp2-pre-fix-int64" else "ok") and one_node.error is None
+    res = scenario.run(name, "hosts", gate="pre-40150")
     assert res.outcome in ("warmup-crash", "runtime-error")
     ranks = {r["rank"]: r for r in res.details["ranks"]}
     assert ranks[0]["type"] == ranks[1]["type"] == "AttributeError"
@@ -191,6 +194,16 @@ def test_failing_setup_step_names_the_step_and_removes_what_it_made(monkeypatch)
         hosts.create_hosts(2)
     assert info.value.step == "address 10.213.15.300/30 on host1:eth0"
     assert "exited" in str(info.value)
+    _assert_nothing_left()
+
+
+def test_a_host_whose_launcher_fails_names_the_step(monkeypatch):
+    if REASON:
+        pytest.skip(REASON)
+    monkeypatch.setattr(hosts, "SHM_SIZE", "not-a-size")            # the host's tmpfs mount fails
+    res = hosts.launch(sum, args=([1, 2],), timeout=60)
+    assert [r.error_type for r in res] == ["HostStepError", "HostStepError"]
+    assert all("mount a private tmpfs on /dev/shm" in r.error_message for r in res), res[0].error_message
     _assert_nothing_left()
 
 

@@ -422,6 +422,10 @@ def _result_of(workdir: str, r: int, host: Host, elapsed: float) -> RankResult |
     pid = _pid_of(workdir, r)
     rank_gone = pid is not None and not _pid_running(pid)
     host_gone = host.proc is not None and host.proc.poll() is not None
+    if host_gone and pid is None and not os.path.exists(path):    # the host's launcher failed before torchrun ran
+        return RankResult(r, False, seconds=elapsed, error_type="HostStepError",
+                          error_message=f"host{r}'s launcher exited {host.proc.returncode} before its rank started: "
+                                        f"{_last_line(_read(host.log_path))}")
     if (rank_gone or host_gone) and not os.path.exists(path):     # died without reporting
         return RankResult(r, False, pid=pid, exitcode=_exitcode_from_log(host.log_path), seconds=elapsed,
                           error_type="ProcessDied",

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["mount", "--bind", os.path.join(a.workdir, "resolv.conf"), "/etc/resolv.conf"],
                        check=True, capture_output=True, text=True, timeout=10)
     except subprocess.CalledProcessError as exc:
-        print(f"host step '{step}' failed on {a.hostname}: {exc.stderr.strip()}", file=sys.stderr, flush=True)
+        why = " ".join(exc.stderr.split())                  # one line: the launcher reports the last one
+        print(f"host step '{step}' failed on {a.hostname}: {why}", file=sys.stderr, flush=True)
         return 3
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"host step '{step}' failed on {a.hostname}: {exc}", file=sys.stderr, flush=True)
