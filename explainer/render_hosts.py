@@ -102,8 +102,8 @@ def hosts_dot(record: Mapping) -> str:
         lines.append(f'label={_q(title)}; style="rounded,filled"; fillcolor="{HOST_FILL}"; color="#555555";')
         eth = f"{v['ifname']}  {v['address']}/30"
         lines.append(f'h{k}_eth [label={_q(eth)}, shape=box, style="filled", fillcolor="#ffffff"];')
-        shm = ", ".join(v.get("dev_shm") or []) or "empty"
-        shm_label = _q(f"/dev/shm: private tmpfs\nsegments seen by rank {k}: {shm}\n")
+        shm = ", ".join(v.get("dev_shm") or []) or "empty"       # host<k>-marker: left by host k's launcher
+        shm_label = _q(f"/dev/shm: private tmpfs\nfiles seen by rank {k}: {shm}\n")
         lines.append(f'h{k}_shm [label={shm_label}, shape=folder];')
         rank_label = (f"rank {k} · torchrun --node-rank {k}\n"
                       f"ident (this host's own port) = {v.get('ident')}\n"

@@ -42,6 +42,7 @@ def _assert_nothing_left(pids=(), idents=(), launcher_pid=None):
     assert [p for p in pids if _alive(p)] == []
     shm = os.listdir("/dev/shm")
     assert [n for n in shm for i in idents if i and n.startswith(f"{i}-")] == []
+    assert "host0-marker" not in shm and "host1-marker" not in shm   # the hosts' tmpfs never was the machine's
 
 
 def _hosts_facts(res):
@@ -56,7 +57,7 @@ def _check_hosts(res):
     assert hs[0]["ident"] and hs[1]["ident"] and hs[0]["ident"] != hs[1]["ident"]
     for h in hs:
         assert h["addresses"] == ["lo 127.0.0.1/8", f"eth0 {h['address']}/30"], h["addresses"]
-        assert h["dev_shm"] == []                  # the fallback never created a segment on either host
+        assert h["dev_shm"] == [f"{h['host']}-marker"]   # only its own launcher's marker: no peer file, no segment
         assert h["gloo_ifname"] == "eth0" and h["master_addr"] == hosts.ADDRESSES[0]
         assert h["tcp"], "the rank held no TCP socket?"
     assert res.details["hosts"]["only_private_addresses"], res.details["hosts"]["tcp_addresses_seen"]
@@ -257,6 +258,7 @@ def test_stored_records_are_two_host_runs_with_the_processes_outcome():
         assert [h["address"] for h in hs] == list(hosts.ADDRESSES) and hs[0]["ident"] != hs[1]["ident"]
         assert all("pid" not in i for i in rec["details"].get("per_rank", []))
         assert all(h["netns"].startswith("explainer-PID-RUN-") for h in hs)
+        assert [h["dev_shm"] for h in hs] == [["host0-marker"], ["host1-marker"]]
     for name in ("comm-inter-node-pre-fix", "comm-inter-node-fixed"):   # same outcome as processes, today
         stored, now = hosts_record.load_stored(name), scenario.run(name, "processes")
         assert (stored["outcome"], stored["error"]) == (now.outcome, now.error)

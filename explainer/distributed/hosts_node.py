@@ -2,7 +2,8 @@
 
 Started by ``explainer.distributed.hosts`` as
 ``ip netns exec NS unshare --mount --uts --propagation private -- python -m explainer.distributed.hosts_node ...``.
-In order: mount a private tmpfs on ``/dev/shm`` (this host's segments only), set the hostname, pick
+In order: mount a private tmpfs on ``/dev/shm`` (this host's segments only) and leave a marker file
+there (``host0-marker``: the other host must never see it), set the hostname, pick
 this node's port as vLLM's executor does on every node (``get_open_port()`` for its
 ``distributed_init_method``; the CPU worker exports the port as ``VLLM_DIST_IDENT``, here
 ``EXPLAINER_DIST_IDENT``), then exec ``torchrun`` for this node. Nothing here is told the ident: it
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={a.shm_size},mode=1777", "tmpfs", "/dev/shm"],
                        check=True, capture_output=True, text=True, timeout=10)
+        step = "mark this host's /dev/shm"                   # the peer host must never see this file
+        with open(f"/dev/shm/{a.hostname}-marker", "w") as f:
+            f.write(f"written by {a.hostname}'s launcher\n")
         step = "set the hostname"
         socket.sethostname(a.hostname)
         step = "give the host its own /etc/hosts (both hosts by name, as a cluster's hosts file)"
