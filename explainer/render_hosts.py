@@ -56,8 +56,8 @@ def rank_views(record: Mapping) -> list[dict]:
 def _path_text(custom: bool | None) -> str:
     if custom is None:
         return "tensor-dict path: -"
-    return ("use_cpu_custom_send_recv=True -> custom path (CpuCommunicator)" if custom
-            else "use_cpu_custom_send_recv=False -> generic path (metadata + gloo sends)")
+    return ("use_cpu_custom_send_recv=True\n-> custom path (CpuCommunicator)\n" if custom
+            else "use_cpu_custom_send_recv=False\n-> generic path (metadata + gloo sends)\n")
 
 
 def _names_line(path: str | None) -> str:
@@ -98,7 +98,7 @@ def hosts_dot(record: Mapping) -> str:
         k = v["rank"]
         bad = v["error"] is not None
         lines.append(f"subgraph cluster_host{k} {{")
-        title = v["host"] + " (its own network, mount and UTS namespaces)"
+        title = v["host"] + " (own network, mount, UTS namespaces)"
         lines.append(f'label={_q(title)}; style="rounded,filled"; fillcolor="{HOST_FILL}"; color="#555555";')
         eth = f"{v['ifname']}  {v['address']}/30"
         lines.append(f'h{k}_eth [label={_q(eth)}, shape=box, style="filled", fillcolor="#ffffff"];')
@@ -106,11 +106,11 @@ def hosts_dot(record: Mapping) -> str:
         shm_label = _q(f"/dev/shm: private tmpfs\nfiles seen by rank {k}: {shm}\n")
         lines.append(f'h{k}_shm [label={shm_label}, shape=folder];')
         rank_label = (f"rank {k} · torchrun --node-rank {k}\n"
-                      f"ident (this host's own port) = {v.get('ident')}\n"
+                      f"ident = {v.get('ident')} (this host's own port)\n"
                       + _names_line(v.get("decision_path")) +
                       f"backend chosen: {v.get('backend')}\n"
-                      + _wrap(_path_text(v.get("custom")), 46)
-                      + ("✗ " + _wrap(f"{v['error']['type']}: {v['error']['message']}", 46) if bad
+                      + _path_text(v.get("custom"))
+                      + ("✗ " + _wrap(f"{v['error']['type']}: {v['error']['message']}", 38) if bad
                          else ("✓ received the dict intact\n" if v.get("received_equal") else "✓ no error\n")))
         lines.append(f'h{k}_rank [label={_q(rank_label)}, fillcolor="{BAD_FILL if bad else OK_FILL}", '
                      f'color="{BAD_LINE if bad else OK_LINE}", penwidth={2 if bad else 1}];')
@@ -121,11 +121,11 @@ def hosts_dot(record: Mapping) -> str:
                  'constraint=false];')
     lines.append(f'h0_rank -> h1_rank [label={_q(" PP tensor dict, gate " + str(views[0].get("gate")))}, '
                  f'color="{OK_LINE if ok else BAD_LINE}", style={"solid" if ok else "dashed"}, constraint=false];')
-    lines.append(f'outcome [label={_q(_wrap(outcome, 80))}, fillcolor="{OK_FILL if ok else BAD_FILL}", '
+    lines.append(f'outcome [label={_q(_wrap(outcome, 72))}, fillcolor="{OK_FILL if ok else BAD_FILL}", '
                  f'color="{OK_LINE if ok else BAD_LINE}"];')
     logs = [f"rank {v['rank']} ({v['host']}): {ln}" for v in views for ln in v.get("log_lines", [])]
     if logs:
-        text = "log lines:\n" + "".join(_wrap(ln, 96) for ln in logs)
+        text = "log lines:\n" + "".join(_wrap(ln, 72) for ln in logs)
         lines.append(f'logs [label={_q(text)}, shape=note];')
         lines.append("outcome -> logs [style=invis];")
     lines.append("h0_shm -> outcome [style=invis]; h1_shm -> outcome [style=invis];")

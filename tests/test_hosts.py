@@ -279,7 +279,7 @@ def test_hosts_dot_draws_each_host_the_link_and_the_outcome():
     for dot, rec in ((dot_pre, pre), (dot_fixed, fixed)):
         assert "cluster_host0" in dot and "cluster_host1" in dot and "h0_eth -> h1_eth" in dot
         for h in rec["details"]["hosts"]["hosts"]:
-            assert f"eth0  {h['address']}/30" in dot and f"= {h['ident']}" in dot
+            assert f"eth0  {h['address']}/30" in dot and f"ident = {h['ident']} " in dot
         assert "CPU SHM communicator disabled for group pp:0" in dot and "/dev/shm: private tmpfs" in dot
         assert dot.count("SHM group names agree: NO (idents differ)") == 2
     assert dot_pre.count("✗ AttributeError") == 3 and "✓" not in dot_pre    # both ranks + the outcome
