@@ -15,7 +15,7 @@ import time
 import pytest
 
 from explainer import render_hosts, scenario
-from explainer.distributed import hosts
+from explainer.distributed import host_namespaces, hosts
 
 REASON = hosts.unavailable_reason()
 needs_hosts = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -67,10 +67,10 @@ def _check_hosts(res):
 
 # ---- refusing where hosts cannot be made -------------------------------------------------------------------
 def test_refusal_reasons(monkeypatch):
-    monkeypatch.setattr(hosts, "_effective_caps", lambda: 0)
+    monkeypatch.setattr(host_namespaces, "_effective_caps", lambda: 0)
     reason = hosts.unavailable_reason()
     assert "CAP_SYS_ADMIN and CAP_NET_ADMIN" in reason and "\n" not in reason
-    monkeypatch.setattr(hosts.sys, "platform", "darwin")
+    monkeypatch.setattr(host_namespaces.sys, "platform", "darwin")
     assert "needs Linux" in hosts.unavailable_reason()
 
 
@@ -190,7 +190,7 @@ def test_killed_rank_is_reported_and_everything_is_torn_down():
 def test_failing_setup_step_names_the_step_and_removes_what_it_made(monkeypatch):
     if REASON:
         pytest.skip(REASON)
-    monkeypatch.setattr(hosts, "ADDRESSES", ("10.213.15.1", "10.213.15.300"))
+    monkeypatch.setattr(host_namespaces, "ADDRESSES", ("10.213.15.1", "10.213.15.300"))
     with pytest.raises(hosts.HostStepError) as info:
         hosts.create_hosts(2)
     assert info.value.step == "address 10.213.15.300/30 on host1:eth0"
@@ -291,6 +291,6 @@ def test_hosts_dot_draws_each_host_the_link_and_the_outcome():
 
 
 def test_live_says_why_when_this_kernel_cannot_create_hosts(monkeypatch):
-    monkeypatch.setattr(hosts, "_effective_caps", lambda: 0)
+    monkeypatch.setattr(host_namespaces, "_effective_caps", lambda: 0)
     record, why = hosts_record.live("comm-inter-node-fixed")
     assert record is None and "CAP_SYS_ADMIN and CAP_NET_ADMIN" in why
