@@ -91,6 +91,8 @@ def run(name: str, backend: str = "inprocess", gate: str | None = None) -> Scena
         raise UsageError(f"unknown gate {gate!r}; accepted: {', '.join(GATES)}")
     if gate is not None and name not in GATED_SCENARIOS:
         raise UsageError(f"--gate applies to {', '.join(GATED_SCENARIOS)}; scenario {name!r} fixes its own gate")
+    if gate is not None and backend == "inprocess":      # the in-process group has no CpuCommunicator
+        raise UsageError("--gate needs real PP groups: --backend processes or hosts (inprocess has no communicator)")
     if backend == "hosts":
         if name not in HOSTS_SCENARIOS:
             raise UsageError(f"scenario {name!r} runs on one node; --backend hosts accepts {', '.join(HOSTS_SCENARIOS)}")

@@ -95,7 +95,8 @@ def test_bad_backend_and_gate_use_exit_2(capsys):
     from explainer.cli import main
     for argv, word in ((["pp1", "--backend", "hosts"], "runs on one node"),
                        (["comm-inter-node-fixed", "--gate", "pre-40150"], "fixes its own gate"),
-                       (["pp2-state-sync", "--gate", "1"], "unknown gate")):
+                       (["pp2-state-sync", "--gate", "1"], "unknown gate"),
+                       (["pp2-state-sync", "--gate", "pre-40150"], "needs real PP groups")):
         assert main(["scenario", *argv]) == 2
         err = capsys.readouterr().err
         assert word in err and len(err.strip().splitlines()) == 1, err
