@@ -17,10 +17,20 @@ from __future__ import annotations
 import os
 import traceback
 
+from explainer.errors import UsageError
 from explainer.scenario import ScenarioResult, scenario
 
 NOTE = ("a communicator is multi-process by nature: these scenarios always run real rank processes (gloo over "
         "127.0.0.1, shared memory in /dev/shm) and report backend 'processes', whichever backend is asked for")
+
+
+HOSTS_NOTE = ("two real hosts: network + mount namespaces joined by a veth link, one torchrun per host, gloo "
+              "over the hosts' private addresses; each host's own launcher picked its ident")
+
+
+def hosts_details(run) -> dict:
+    from explainer.distributed.hosts import describe
+    return describe(run)
 
 
 def pp_dict():
@@ -73,10 +83,18 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
 
 def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
     from explainer.distributed.launch import free_port, launch
-    ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
     node_of = [0, 0] if nodes == 1 else [0, 1]
-    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": "20"} for r in range(2)]
-    results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=90)
+    hosts_run = None
+    if backend == "hosts":                                # two real hosts: each host's launcher picks its ident
+        from explainer.distributed import hosts
+        if nodes == 1:
+            raise UsageError(f"scenario {name} runs on one node; --backend hosts runs the inter-node scenarios")
+        hosts_run = hosts.HostsRun([], "")
+        results = hosts.launch(exchange_rank, args=(gate,), timeout=90, comm_timeout=20, record=hosts_run)
+    else:
+        ports = [free_port() for _ in range(nodes)]       # each node's executor picks its own port
+        env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": "20"} for r in range(2)]
+        results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=90)
     per_rank = []
     for res in results:
         info = dict(res.value) if res.ok else {"rank": res.rank, "error": res.error, "backend": None,
@@ -89,7 +107,8 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
     if errors:                                            # report PP1's error, as issue #37933 does
         error = next((i["error"] for i in errors if i["rank"] == 1), errors[0]["error"])
     sent = per_rank[0].get("transfers") or []
-    summary = [f"scenario {name}: {nodes} simulated node(s), gate {gate}"]
+    where = "2 hosts (network namespaces, torchrun)" if hosts_run else f"{nodes} simulated node(s)"
+    summary = [f"scenario {name}: {where}, gate {gate}"]
     for i in per_rank:
         summary.append(f"  rank {i['rank']} (node {i['node']}, pid {i['pid']}): backend {i.get('backend')}, "
                        f"path {i.get('path')}")
@@ -97,10 +116,13 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
         summary.append("    " + (f"{i['error']['type']}: {i['error']['message']}" if i.get("error") else
                                  ("received the dict intact" if i.get("received_equal") else "sent the dict")))
     return ScenarioResult(
-        scenario=name, pp_size=2, backend="processes", outcome="ok" if delivered else "runtime-error",
+        scenario=name, pp_size=2, backend="hosts" if hosts_run else "processes",
+        outcome="ok" if delivered else "runtime-error",
         error=error, processes_started=len(results),
         bytes_per_step={t["name"]: t["bytes"] for t in sent} if delivered else {},
-        details={"note": NOTE, "transport": "processes", "gate": gate, "simulated_nodes": nodes,
+        details={"note": NOTE if not hosts_run else HOSTS_NOTE, "transport": backend if hosts_run else "processes",
+                 "gate": gate, "simulated_nodes": 0 if hosts_run else nodes,
+                 **({"hosts": hosts_details(hosts_run)} if hosts_run else {}),
                  "backend_per_rank": [i.get("backend") for i in per_rank],
                  "decision_path_per_rank": [i.get("decision", {}).get("path") for i in per_rank],
                  "log_lines": [f"rank {i['rank']}: {line}" for i in per_rank for line in i.get("log_lines", [])],

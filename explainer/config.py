@@ -32,7 +32,8 @@ PP_MODES = ("generic", "generic-int64", "state-sync")
 PP_SCHEDULES = ("sync", "async")               # vLLM #33960 (historic) | #42187 (one batch in flight per stage)
 SAMPLER_DRAWS = ("multinomial", "gumbel")       # HF transformers' draw | vLLM DiffusionSampler's Gumbel-max
 SELF_CONDITIONING_MODES = ("hf", "vllm")        # SC on denoise inputs only | SC MLP on every request with logits
-EXECUTOR_BACKENDS = ("inprocess", "processes")
+EXECUTOR_BACKENDS = ("inprocess", "processes", "hosts")
+COMM_GATES = ("pre-40150", "post-40150")   # the PP group's tensor-dict gate (vLLM PR #40150)
 ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER")
 DEFAULT_MAX_NUM_SEQS = 8   # vLLM lowers max_num_seqs to 8 for DiffusionGemma when the user did not set it
 
@@ -72,6 +73,7 @@ class EngineConfig:
     self_conditioning: str = "hf"             # hf (default) | vllm (SC MLP on every decode request)
     attention_backend: str | None = None
     distributed_executor_backend: str = "inprocess"
+    comm_gate: str = "post-40150"             # real groups (processes, hosts): use_cpu_custom_send_recv's gate
     warmup: bool = True
     entropy_bound: float | None = None        # sampler settings; None: the generation config
     t_min: float | None = None
@@ -97,6 +99,7 @@ class EngineConfig:
         _one_of("sampler_draw", self.sampler_draw, SAMPLER_DRAWS)
         _one_of("self_conditioning", self.self_conditioning, SELF_CONDITIONING_MODES)
         _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
+        _one_of("comm_gate", self.comm_gate, COMM_GATES)
         if self.attention_backend is not None:
             _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
         if self.entropy_bound is not None and not (_number(self.entropy_bound) and self.entropy_bound > 0):

@@ -232,9 +232,8 @@ class ProcessesExecutor:
         self.processes_started = 0
 
     def run(self, requests: list[Request]) -> dict[str, RequestOutput]:
-        from explainer.distributed.launch import launch
         pp = self.config.pipeline_parallel_size
-        results = launch(_rank_program, pp, args=(self.config, requests), timeout=self.timeout)
+        results = self._launch(_rank_program, pp, (self.config, requests))
         self.processes_started += pp
         parts = {r.rank: r.value for r in results if r.ok}
         self.trace.append_rank_traces([parts[r]["trace"] for r in sorted(parts)])
@@ -248,8 +247,29 @@ class ProcessesExecutor:
             raise exc
         return {o["req_id"]: RequestOutput(**o) for o in parts[pp - 1]["outputs"]}
 
+    def _launch(self, fn, pp: int, args: tuple):
+        from explainer.distributed.launch import launch
+        return launch(fn, pp, args=args, timeout=self.timeout)
+
     def shutdown(self) -> None:
         """Rank processes end with each ``run`` (launch joins them, or ends them by pid)."""
+
+
+class HostsExecutor(ProcessesExecutor):
+    """``ProcessesExecutor`` whose ranks run on two network-namespace hosts, one torchrun per host
+    (``distributed/hosts.py``); ``hosts_runs`` keeps what each launch did on the hosts."""
+
+    def __init__(self, config: EngineConfig, trace: Trace, timeout: float = 120.0):
+        super().__init__(config, trace, timeout)
+        self.hosts_runs: list = []
+
+    def _launch(self, fn, pp: int, args: tuple):
+        from explainer.distributed import hosts
+        if pp != 2:
+            raise UsageError(f"pipeline_parallel_size={pp}: the hosts backend runs one rank on each of 2 hosts")
+        run = hosts.HostsRun([], "")
+        self.hosts_runs.append(run)
+        return hosts.launch(fn, args=args, timeout=self.timeout, record=run)
 
 
 def _rank_program(config: EngineConfig, requests: list[Request]) -> dict:
@@ -257,7 +277,8 @@ def _rank_program(config: EngineConfig, requests: list[Request]) -> dict:
     from explainer.distributed.parallel_state import initialize_pp_group
     trace = Trace()
     executor_cls, scheduler_cls, loop = _schedule_parts(config)
-    executor = executor_cls(config, trace, group=initialize_pp_group(config.pipeline_parallel_size))
+    group = initialize_pp_group(config.pipeline_parallel_size, gate=config.comm_gate)
+    executor = executor_cls(config, trace, group=group)
     outputs: dict[str, RequestOutput] = {}
     try:
         if config.warmup:
@@ -286,7 +307,7 @@ def run_until_done(scheduler: Scheduler, executor, on_finish=None) -> dict[str, 
     return done
 
 
-EXECUTORS = {"inprocess": InProcessExecutor, "processes": ProcessesExecutor}
+EXECUTORS = {"inprocess": InProcessExecutor, "processes": ProcessesExecutor, "hosts": HostsExecutor}
 
 
 def _schedule_parts(config: EngineConfig):

@@ -34,15 +34,18 @@ PRE_FIX_MODEL = f"{DEFAULT_MODEL}@pre-45828"
 
 
 def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "generic",
-             prompt: str = DEMO_PROMPT, seed: int = DEMO_SEED, pp_schedule: str = "sync") -> ScenarioResult:
+             prompt: str = DEMO_PROMPT, seed: int = DEMO_SEED, pp_schedule: str = "sync",
+             gate: str | None = None) -> ScenarioResult:
     """Start an engine and generate ``prompt``; classify what happened (without comparing to PP=1)."""
     trace = Trace(meta={"scenario": name, "prompt": prompt, "model": model, "pp_size": pp, "pp_mode": mode,
                         "backend": backend, "pp_schedule": pp_schedule})
     res = ScenarioResult(scenario=name, pp_size=pp, backend=backend, outcome="ok", trace=trace)
+    gate_arg = {} if gate is None else {"comm_gate": gate}
+    engine = None
     try:
         engine = LLMEngine.from_engine_args(trace, model=model, pipeline_parallel_size=pp, pp_mode=mode,
                                             distributed_executor_backend=backend, seed=seed,
-                                            pp_schedule=pp_schedule)
+                                            pp_schedule=pp_schedule, **gate_arg)
     except PipelineParallelNotSupportedError as exc:
         res.outcome, res.error = "startup-rejected", error_summary(exc)      # type: vLLM's NotImplementedError
         res.details = {"pp_schedule": pp_schedule, "toy_exception_class": type(exc).__name__,
@@ -56,12 +59,24 @@ def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "gener
     try:
         out = engine.generate([task.encode(prompt)], max_tokens=DEMO_MAX_TOKENS, seeds=[seed])[0]
     except RankFailure as exc:
-        return _crashed(res, exc)
+        return _with_hosts(_crashed(res, exc), engine, gate)
+
     res.processes_started = engine.processes_started
     res.output_text = task.decode(out.output_token_ids)
     res.bytes_per_step = trace.bytes_per_step()
     res.details = {"output_token_ids": out.output_token_ids, "engine_steps": out.num_steps, "pp_mode": mode,
                    "model": model, "pp_schedule": pp_schedule}
+    return _with_hosts(res, engine, gate)
+
+
+def _with_hosts(res: ScenarioResult, engine, gate: str | None) -> ScenarioResult:
+    """Name the communicator gate (when chosen) and, on the hosts backend, what ran on each host."""
+    if gate is not None:
+        res.details["comm_gate"] = gate
+    runs = getattr(engine.executor, "hosts_runs", None) if engine is not None else None
+    if runs:
+        from explainer.distributed.hosts import describe
+        res.details["hosts"] = describe(runs[-1])
     return res
 
 
@@ -97,7 +112,8 @@ def _compare_to_pp1(res: ScenarioResult, backend: str) -> ScenarioResult:
     """Name the first internal divergence and the first engine step whose tokens differ from PP=1."""
     if res.outcome != "ok":
         return res
-    ref = run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1)
+    # PP=1 runs on one node: the hosts backend takes its reference from the in-process engine (same output)
+    ref = run_demo("pp1", "inprocess" if backend == "hosts" else backend, model=DEFAULT_MODEL, pp=1)
     div = res.trace.first_divergence()
     res.first_divergence = div
     fields = sorted({f for d in res.trace.divergences() for f in d["fields"]})
@@ -187,14 +203,14 @@ def pp1(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult
 
 
 @scenario("pp2-pre-fix", "PP=2 on the pre-#45828 model: the int32 sampled ids trip the int64 assert in warmup")
-def pp2_pre_fix(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
-    return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2, pp_schedule=pp_schedule))
+def pp2_pre_fix(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
+    return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2, pp_schedule=pp_schedule, gate=gate))
 
 
 @scenario("pp2-pre-fix-int64", "PP=2 pre-#45828 with the ids cast to int64: rank 0 reads stale state, text diverges")
-def pp2_pre_fix_int64(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+def pp2_pre_fix_int64(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
     res = run_demo("pp2-pre-fix-int64", backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64",
-                   pp_schedule=pp_schedule)
+                   pp_schedule=pp_schedule, gate=gate)
     return _finish(_compare_to_pp1(res, backend))
 
 
@@ -204,8 +220,8 @@ def pp2_gated(backend: str = "inprocess", pp_schedule: str = "sync") -> Scenario
 
 
 @scenario("pp2-state-sync", "PP=2 with the sampler-owned state broadcast (open PR #52015): equal to PP=1")
-def pp2_state_sync(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+def pp2_state_sync(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
     res = run_demo("pp2-state-sync", backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync",
-                   pp_schedule=pp_schedule)
+                   pp_schedule=pp_schedule, gate=gate)
     return _finish(_compare_to_pp1(res, backend))
 

@@ -1,6 +1,7 @@
 """Named scenarios: every story a notebook tells, runnable by anyone (DESIGN contract 3).
 
-``python -m explainer scenario NAME [--backend inprocess|processes] [--pp-schedule sync|async] [--json]``
+``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async]
+[--gate pre-40150|post-40150] [--json]``
 
 A scenario module registers functions with ``@scenario("name", summary=...)``; each takes
 ``backend`` (and, for the PP stories, ``pp_schedule``) and returns a ``ScenarioResult``. PP scenarios
@@ -19,7 +20,12 @@ from typing import Any, Callable
 from explainer.errors import UsageError
 
 OUTCOMES = ("ok", "startup-rejected", "warmup-crash", "runtime-error", "diverged")
-BACKENDS = ("inprocess", "processes")
+BACKENDS = ("inprocess", "processes", "hosts")
+GATES = ("pre-40150", "post-40150")          # the CPU communicator's tensor-dict gate (vLLM PR #40150)
+# hosts = two network-namespace hosts (explainer/distributed/hosts.py): the scenarios with one rank per node
+HOSTS_SCENARIOS = ("pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync",
+                   "comm-inter-node-pre-fix", "comm-inter-node-fixed")
+GATED_SCENARIOS = ("pp2-pre-fix", "pp2-pre-fix-int64", "pp2-state-sync")   # PP runs whose group takes --gate
 PP_SCHEDULES = ("sync", "async")
 SCENARIO_NAMES = (
     "pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync",
@@ -77,7 +83,9 @@ def available() -> dict[str, str]:
     return {name: _REGISTRY[name][1] for name in SCENARIO_NAMES if name in _REGISTRY}
 
 
-def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
+def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync",
+        gate: str | None = None) -> ScenarioResult:
+    """Run one scenario; ``gate`` (PP scenarios only) picks the communicator gate of the PP group."""
     _load_all()
     if name not in _REGISTRY:
         known = ", ".join(available()) or "(none registered)"
@@ -86,7 +94,19 @@ def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync") -> Sce
         raise UsageError(f"unknown backend {backend!r}; accepted: {', '.join(BACKENDS)}")
     if pp_schedule not in PP_SCHEDULES:
         raise UsageError(f"unknown pp schedule {pp_schedule!r}; accepted: {', '.join(PP_SCHEDULES)}")
+    if gate is not None and gate not in GATES:
+        raise UsageError(f"unknown gate {gate!r}; accepted: {', '.join(GATES)}")
+    if gate is not None and name not in GATED_SCENARIOS:
+        raise UsageError(f"--gate applies to {', '.join(GATED_SCENARIOS)}; scenario {name!r} fixes its own gate")
+    if gate is not None and backend == "inprocess":      # the in-process group has no CpuCommunicator
+        raise UsageError("--gate needs real PP groups: --backend processes or hosts (inprocess has no communicator)")
+    if backend == "hosts":
+        if name not in HOSTS_SCENARIOS:
+            raise UsageError(f"scenario {name!r} runs on one node; --backend hosts accepts {', '.join(HOSTS_SCENARIOS)}")
+        from explainer.distributed.hosts import check_available
+        check_available()                       # one line why not (not root, not Linux, no ip), exit 2
     fn = _REGISTRY[name][0]
+    kwargs = {} if gate is None else {"gate": gate}
     if "pp_schedule" in inspect.signature(fn).parameters:
-        return fn(backend, pp_schedule=pp_schedule)
-    return fn(backend)
+        kwargs["pp_schedule"] = pp_schedule
+    return fn(backend, **kwargs)

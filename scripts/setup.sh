@@ -30,6 +30,8 @@ apt_install() {  # apt_install BINARY PACKAGE...
 apt_install dot graphviz
 if [ "$want" = test ]; then
   command -v chromium >/dev/null 2>&1 || apt_install chromium chromium fonts-dejavu-core
+  # --backend hosts tests (root only; they skip elsewhere) need iproute2's `ip`
+  if [ "$(id -u)" -eq 0 ]; then command -v ip >/dev/null 2>&1 || apt_install ip iproute2; fi
 fi
 
 stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)

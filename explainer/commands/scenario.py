@@ -1,4 +1,4 @@
-"""``python -m explainer scenario NAME [--backend inprocess|processes] [--pp-schedule sync|async] [--json]``."""
+"""``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async] [--gate G] [--json]``."""
 
 import json
 
@@ -9,7 +9,10 @@ HELP = "run a named scenario (pp1, pp2-pre-fix, ..., comm-inter-node-fixed) and 
 
 def configure(parser):
     parser.add_argument("name", nargs="?", help="scenario name; omit to list them")
-    parser.add_argument("--backend", default="inprocess", help="inprocess (default) or processes")
+    parser.add_argument("--backend", default="inprocess",
+                        help="inprocess (default), processes, or hosts (two network-namespace hosts, Linux as root)")
+    parser.add_argument("--gate", default=None, help="PP scenarios: the communicator gate, pre-40150 or post-40150 "
+                        "(default post-40150)")
     parser.add_argument("--pp-schedule", default="sync", dest="pp_schedule",
                         help="PP back-channel schedule: sync (vLLM #33960, default) or async (#42187)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -20,7 +23,7 @@ def run(args):
         for name, summary in scenarios.available().items():
             print(f"{name:26s} {summary}")
         return 0
-    result = scenarios.run(args.name, backend=args.backend, pp_schedule=args.pp_schedule)
+    result = scenarios.run(args.name, backend=args.backend, pp_schedule=args.pp_schedule, gate=args.gate)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:

@@ -1,0 +1,81 @@
+"""Two-host runs kept as records: run one, store it, load it, or say why this machine cannot run one.
+
+A record is a scenario's contract-3 JSON (``ScenarioResult.to_json()``) from ``--backend hosts``, with
+``details.hosts`` describing each host (address, ident, private ``/dev/shm``, sockets, log lines).
+``storable`` drops what only identifies the machine run (process ids, the temp dir, the launcher pid
+inside namespace names); everything else is what the run printed. The notebook draws the stored records
+(``records/two_hosts.json``, written by ``python -m explainer.hosts_record``) and runs a live one where
+the kernel may create hosts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+STORE = Path(__file__).parent / "records" / "two_hosts.json"
+# (scenario, PP gate): the communicator on its own, then the PP engine with either gate
+STORED_RUNS = (("comm-inter-node-pre-fix", None), ("comm-inter-node-fixed", None),
+               ("pp2-state-sync", "pre-40150"), ("pp2-state-sync", "post-40150"))
+
+
+def key(name: str, gate: str | None = None) -> str:
+    return name if gate is None else f"{name}@{gate}"
+
+
+def storable(record: dict) -> dict:
+    """A copy without per-run process ids and temp paths (the rest is the run as it happened)."""
+    rec = copy.deepcopy(record)
+    details = rec.get("details", {})
+    for info in details.get("per_rank", []):
+        info.pop("pid", None)
+        info.pop("traceback", None)
+    for h in details.get("hosts", {}).get("hosts", []):
+        h["netns"] = re.sub(r"^explainer-\d+-\d+-", "explainer-PID-RUN-", h["netns"])
+        h.get("pp_group", {}).pop("pid", None)
+        h["launcher_log"] = [ln for ln in h.get("launcher_log", []) if "/tmp/" not in ln]
+    details.get("hosts", {}).pop("seconds", None)
+    return rec
+
+
+def run_record(name: str, gate: str | None = None) -> dict:
+    """Run ``name`` on two hosts now (needs root) and return its storable record."""
+    from explainer import scenario
+    return storable(scenario.run(name, "hosts", gate=gate).to_json())
+
+
+def load_stored(name: str, gate: str | None = None, path: Path = STORE) -> dict:
+    records = json.loads(Path(path).read_text())
+    k = key(name, gate)
+    if k not in records:
+        raise KeyError(f"no stored two-host run {k!r}; stored: {', '.join(records)}")
+    return records[k]
+
+
+def live(name: str, gate: str | None = None) -> tuple[dict | None, str | None]:
+    """(record, None) after a live two-host run, or (None, why this kernel cannot create hosts)."""
+    from explainer.distributed.hosts import unavailable_reason
+    why = unavailable_reason()
+    if why:
+        return None, why
+    return run_record(name, gate), None
+
+
+def store_all(path: Path = STORE) -> dict:
+    records = {key(n, g): run_record(n, g) for n, g in STORED_RUNS}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
+    return records
+
+
+if __name__ == "__main__":                 # python -m explainer.hosts_record: re-record the stored runs (root)
+    from explainer.distributed.hosts import unavailable_reason
+    reason = unavailable_reason()
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        sys.exit(2)
+    for k, rec in store_all().items():
+        print(f"{k}: {rec['outcome']}" + (f" ({rec['error']['type']})" if rec.get("error") else ""))
