@@ -362,8 +362,8 @@ class LLMEngine:
                                pp_schedule=config.pp_schedule,
                                backend=config.distributed_executor_backend, canvas_length=config.canvas_length)
         executor_cls, scheduler_cls, self._loop = _schedule_parts(config)
-        if config.distributed_executor_backend == "processes":
-            executor_cls = ProcessesExecutor
+        if config.distributed_executor_backend != "inprocess":
+            executor_cls = EXECUTORS[config.distributed_executor_backend]   # processes | hosts
         self.executor = executor_cls(config, self.trace)
         if config.warmup and isinstance(self.executor, InProcessExecutor):
             try:
