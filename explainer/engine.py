@@ -154,8 +154,9 @@ class RankFailure(RuntimeError):
 
 
 def _starved(exc: BaseException) -> bool:
+    # a rank left waiting for another (the launcher names the peer that died or stopped: that one is the root)
     return isinstance(exc, TimeoutError) or getattr(exc, "type_name", None) in (
-        "NothingPendingError", "PeerGoneError", "TimeoutError", "ProcessDied")
+        "NothingPendingError", "PeerGoneError", "TimeoutError", "PeerTimeoutError")
 
 
 def error_summary(exc: BaseException) -> dict:
