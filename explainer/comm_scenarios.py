@@ -98,7 +98,10 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
     errors = [i for i in per_rank if i.get("error")]
     delivered = not errors and per_rank[1].get("received_equal") is True
     error = None
-    if errors:                                            # report PP1's error, as issue #37933 does
+    gone = [res.error for res in results if not res.ok]   # the launcher names a dead or stopped rank
+    if gone:
+        error = next((e for e in gone if e["type"] in ("ProcessDied", "PeerTimeoutError")), gone[0])
+    elif errors:                                          # report PP1's error, as issue #37933 does
         error = next((i["error"] for i in errors if i["rank"] == 1), errors[0]["error"])
     sent = per_rank[0].get("transfers") or []
     summary = [f"scenario {name}: {nodes} simulated node(s), gate {gate}"]

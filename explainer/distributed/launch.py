@@ -266,6 +266,7 @@ def _start(proc, ctx, bound: float) -> None:
             if attempt == 2:
                 raise LaunchError(f"could not start a rank process: the forkserver was stopped or killed "
                                   f"({type(exc).__name__}: {exc})") from exc
+            _kill_forkserver("failed")                    # make sure it is dead (a zombie) before the retry
             proc._popen = None                            # let Process.start() run again
         finally:
             done.set()
