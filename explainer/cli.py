@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 sys.modules["explainer.distributed.launch"].stop_helpers()
             except Exception:                             # noqa: BLE001 - exiting anyway
                 pass
-        print(f"interrupted ({how}): rank processes, forkserver and resource tracker ended", file=sys.stderr)
+        print(f"\rinterrupted ({how}): rank processes, forkserver and resource tracker ended", file=sys.stderr)
         return 130
     except BrokenPipeError:
         _quiet_stdout()

@@ -243,26 +243,31 @@ def _bounded(flag: str, text: str, kind, low, high):
     return value
 
 
-def check_out_dir(out: Path, force: bool, evaluate_only: bool) -> Path:
-    """Before any work: ``out`` must be (or be creatable as) a writable directory, and an existing
-    checkpoint in it (the shipped one above all) is only replaced with ``--force``."""
+def check_out_dir(out: Path, force: bool, evaluate_only: bool) -> tuple[Path, bool]:
+    """Before any work: ``out`` must be a directory we can write (created now, probed with a temp file),
+    and an existing checkpoint in it (the shipped one above all) is only replaced with ``--force``.
+    Returns ``(out, created)``: the caller removes a directory it created if training then fails."""
+    import tempfile
+
     from explainer.errors import UsageError
     out = Path(out).expanduser()
-    existing = out if out.exists() else next((p for p in out.absolute().parents if p.exists()), None)
-    if existing is None or not existing.is_dir():
-        raise UsageError(f"--out {str(out)!r}: {existing} is not a directory; accepted: a directory path "
-                         f"that exists or can be created")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {str(out)!r}: {existing} is not writable; accepted: a writable directory")
     ckpt = out / f"{CHECKPOINT_NAME}.pt"
     shipped = out.exists() and out.resolve() == DEFAULT_OUT.resolve()
     if evaluate_only and not ckpt.is_file():
-        raise UsageError(f"--out {str(out)!r}: no {ckpt.name} to evaluate")
+        raise UsageError(f"--out {str(out)!r}: no {ckpt.name} to evaluate there")
     if (shipped or (ckpt.exists() and not evaluate_only)) and not force:
         what = "the shipped checkpoint" if shipped else f"the existing checkpoint {ckpt}"
         raise UsageError(f"--out {str(out)!r}: refusing to write over {what}; add --force to replace it, or "
                          f"choose another --out")
-    return out
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        what = "is not a directory" if isinstance(exc, (NotADirectoryError, FileExistsError)) else exc.strerror
+        raise UsageError(f"--out {str(out)!r}: {what}; accepted: a writable directory (created if missing)") from None
+    return out, created
 
 
 def load_checkpoint(out: Path):
@@ -307,7 +312,16 @@ def main(argv=None) -> int:
     args.batch_size = _bounded("--batch-size", args.batch_size, int, 1, 4096)
     args.lr = _bounded("--lr", args.lr, float, 1e-8, 10.0)
     out = args.out if args.out is not None else (DEFAULT_OUT if args.evaluate_only else Path(NEW_OUT))
-    args.out = check_out_dir(out, args.force, args.evaluate_only)
+    args.out, created = check_out_dir(out, args.force, args.evaluate_only)
+    try:
+        return _run(args)
+    except BaseException:
+        if created and args.out.is_dir() and not any(args.out.iterdir()):
+            args.out.rmdir()                              # nothing written: leave nothing behind
+        raise
+
+
+def _run(args) -> int:
     torch.set_num_threads(2)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     if args.evaluate_only:

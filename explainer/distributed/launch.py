@@ -428,7 +428,7 @@ def _collect(procs, conns, t0: float, timeout: float, grace: float, comm_timeout
         _end(procs[r])
         why = (f"was still running {grace:.1f}s after rank {first_failed} failed" if first_failed is not None
                else f"did not finish within {timeout:.1f}s")
-        results[r] = RankResult(r, False, error_type="PeerTimeoutError", pid=procs[r].pid, ended_by_launcher=True,
+        results[r] = RankResult(r, False, error_type="TimeoutError", pid=procs[r].pid, ended_by_launcher=True,
                                 error_message=f"rank {r} (pid {procs[r].pid}) {why} in phase {phase[r]}; "
                                               f"ended by the launcher", seconds=time.monotonic() - t0, phase=phase[r],
                                 phase_at=phase_at[r])
