@@ -41,7 +41,7 @@ def no_work(monkeypatch):
     monkeypatch.setattr(acc, "evaluate", boom)
     monkeypatch.setattr(train, "train", boom)
     monkeypatch.setattr(train, "record_accuracy", boom)
-    monkeypatch.setattr(launch, "_start", boom)
+    monkeypatch.setattr(launch, "launch", boom)
     import explainer.sampler as sampler
     monkeypatch.setattr(sampler, "generate", boom)
 

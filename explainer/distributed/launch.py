@@ -65,6 +65,7 @@ class RankResult:
     phase: str = "start"                 # the last phase the rank reported
     reported_error: dict | None = None   # {type, message, phase}: an ok rank that reported a failure it returns
     phase_at: float = 0.0                # seconds after the launch started when the rank entered ``phase``
+    culprit: bool = False                # the launcher found this rank dead or stopped: the others waited on it
 
     @property
     def error(self) -> dict | None:
@@ -434,6 +435,7 @@ def _collect(procs, conns, t0: float, timeout: float, grace: float, comm_timeout
                                 phase_at=phase_at[r])
     if culprit is not None:                               # every other failed rank names the peer that caused it
         c, kind, desc = culprit
+        results[c].culprit = True
         for r, res in results.items():
             if r != c and not res.ok:
                 own = f"{res.error_type}: {(res.error_message or '').splitlines()[0][:300]}" if res.error_message else ""
