@@ -62,7 +62,7 @@ def run(args) -> int:
     from explainer.commands.generate import MAX_SEED
     from explainer.config import EngineConfig
 
-    pp = _int("--pp", args.pp, 2, 64)
+    pp = _int("--pp", args.pp, 2)                         # the upper bound: the startup check below
     numbers = task.held_out_numbers()
     seed = _int("--seed", args.seed, 0, MAX_SEED - len(numbers))     # request i uses seed + i
     modes = args.mode or ["generic-int64", "state-sync"]
