@@ -76,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:                             # noqa: BLE001 - exiting anyway
                 pass
         print(f"\rinterrupted ({how}): rank processes, forkserver and resource tracker ended", file=sys.stderr)
+        if argv is None:                                  # the real CLI: skip torch's slow interpreter teardown
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(130)
         return 130
     except BrokenPipeError:
         _quiet_stdout()

@@ -205,6 +205,21 @@ def _end(proc, wait_s: float = 0.5) -> None:
         proc.join(2.0)
 
 
+def _end_all(procs, wait_s: float = 0.5) -> None:
+    """End every child at once: SIGTERM to all (SIGKILL to stopped ones), one shared wait, then SIGKILL."""
+    live = [p for p in procs if p.pid is not None and p.exitcode is None]
+    for p in live:
+        _signal_group(p.pid, signal.SIGKILL if _stopped(p.pid) else signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    for p in live:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in live:
+        if p.exitcode is None:
+            _signal_group(p.pid, signal.SIGKILL)
+    for p in live:
+        p.join(2.0)
+
+
 def _signal_group(pid: int, sig: int) -> None:
     try:
         if os.getpgid(pid) == pid:                        # the rank leads its own group
@@ -340,8 +355,7 @@ def launch(fn: Callable[..., Any], world_size: int, *, args: tuple = (), kwargs:
     finally:
         for c in ctls:                                    # the watchdogs of ranks still alive fire now
             c.close()
-        for proc in procs:                                # whatever happened, no child outlives us
-            _end(proc)
+        _end_all(procs)                                   # whatever happened, no child outlives us
         for proc in procs:
             if proc.pid and proc.exitcode not in (0, None):
                 shm.sweep_segments_of(proc.pid)           # killed or crashed: sweep what it may have left
