@@ -58,6 +58,7 @@ def no_work(monkeypatch):
     (["generate", "4" * 120_000], ["120000 characters", "1..64"]),
     (["train", "--steps", "1e23"], ["--steps", "1e23"]),
     (["train", "--steps", "100001"], ["--steps"]),
+    (["train", "--steps", "1" + "0" * 23], ["--steps"]),
     (["train", "--seed", str(2**70)], ["--seed"]),
     (["train", "--out", "/proc/nonexistent/ckpt"], ["--out"]),
     (["train", "--out", "/proc/version"], ["--out", "not a directory"]),

@@ -124,6 +124,12 @@ def validate_env(env=None) -> None:
     arch = env.get("EXPLAINER_CPU_ARCH")
     if arch and not re.fullmatch(r"[A-Za-z0-9_]{1,20}", arch):
         raise UsageError(f"EXPLAINER_CPU_ARCH={arch!r}: accepted are names like X86, ARM, POWERPC, S390X")
+    method = env.get("EXPLAINER_START_METHOD")
+    if method:
+        import multiprocessing
+        if method not in multiprocessing.get_all_start_methods():
+            raise UsageError(f"EXPLAINER_START_METHOD={method!r}: accepted "
+                             f"{', '.join(multiprocessing.get_all_start_methods())}")
     if env.get("EXPLAINER_FAULT_PHASE"):
         from explainer.distributed.phases import parse_fault
         try:

@@ -47,7 +47,6 @@ from explainer.distributed.errors import LaunchError
 
 _PRELOAD = ["torch", "torch.distributed", "explainer.distributed.parallel_state"]
 _PR_SET_PDEATHSIG = 1
-SETUP_PHASES = ("start", "rendezvous", "group-setup", "name-agreement", "shm-setup")
 
 
 @dataclass
