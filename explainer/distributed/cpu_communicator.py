@@ -92,7 +92,7 @@ def env_timeout(value: str | None = None, name: str = "EXPLAINER_COMM_TIMEOUT", 
     except ValueError:
         secs = float("nan")
     if not (math.isfinite(secs) and 0 < secs <= MAX_TIMEOUT):
-        raise UsageError(f"{name}={value!r}: accepted are seconds, a finite number > 0 and <= {MAX_TIMEOUT:.0f}")
+        raise UsageError(f"{name}={value!r}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
     return secs
 
 
@@ -177,7 +177,7 @@ class CommConfig:
             raise ValueError(f"gate {self.gate!r}: accepted {', '.join(GATES)}")
         timeout = self.timeout if self.timeout is not None else env_timeout()
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
-            raise UsageError(f"timeout {timeout}: accepted are seconds, a finite number > 0 and <= {MAX_TIMEOUT:.0f}")
+            raise UsageError(f"timeout {timeout}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
         chunk = self.chunk_bytes or env_chunk_bytes()
         return dataclasses.replace(
             self, ident=self.ident if self.ident is not None else default_ident(),
