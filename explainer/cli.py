@@ -2,14 +2,19 @@
 
 Each command module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
 Bad input raises ``UsageError`` (or ``ValueError``) and becomes a one-line message with exit code 2.
+Ctrl-C or SIGTERM ends the rank processes, the forkserver and the resource tracker and exits 130 with
+one line; a closed pipe (``... | head``) exits quietly (141, as a process killed by SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+import threading
 
 import explainer.commands as commands
 from explainer.errors import UsageError
@@ -34,13 +39,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_environment() -> None:
+    """Every EXPLAINER_* variable, before any command does work or starts a process (exit 2 on a bad one)."""
+    from explainer.distributed.cpu_communicator import validate_env
+    validate_env()
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _quiet_stdout() -> None:
+    """The reader went away: send whatever is still buffered nowhere, so exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)     # the real CLI: SIGTERM ends like Ctrl-C
+    try:
+        code = _main(argv)
+        sys.stdout.flush()                                # a closed pipe shows here, not at interpreter exit
+        return code
+    except KeyboardInterrupt as exc:
+        how = str(exc) or "SIGINT"
+        if argv is None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+        if "explainer.distributed.launch" in sys.modules:  # ranks are ended by launch(); now its helpers
+            try:
+                sys.modules["explainer.distributed.launch"].stop_helpers()
+            except Exception:                             # noqa: BLE001 - exiting anyway
+                pass
+        print(f"\rinterrupted ({how}): rank processes, forkserver and resource tracker ended", file=sys.stderr)
+        if argv is None:                                  # the real CLI: skip torch's slow interpreter teardown
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(130)
+        return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     try:
+        _check_environment()
         return int(args._run(args) or 0)
     except (UsageError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

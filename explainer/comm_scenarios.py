@@ -73,6 +73,8 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
     except Exception as exc:                              # noqa: BLE001 - the story is the error
         info["error"] = {"type": type(exc).__name__, "message": str(exc)}
         info["traceback"] = "".join(traceback.format_exception(exc)[-3:])
+        from explainer.distributed import phases
+        phases.report_failure(exc)                        # the launcher starts its grace for the peer now
     finally:
         if group_prefix == "pp":
             destroy_model_parallel()
@@ -82,33 +84,48 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
 
 
 def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
+    from explainer.distributed.cpu_communicator import env_timeout, validate_env
     from explainer.distributed.launch import free_port, launch
+    validate_env()                                        # bad EXPLAINER_* values: exit 2 before any process
+    comm_timeout = env_timeout(default=20.0)              # the user's EXPLAINER_COMM_TIMEOUT wins
     node_of = [0, 0] if nodes == 1 else [0, 1]
     hosts_run = None
+    overridden = {}
     if backend == "hosts":                                # two real hosts: each host's launcher picks its ident
         from explainer.distributed import hosts
         if nodes == 1:
             raise UsageError(f"scenario {name} runs on one node; --backend hosts runs the inter-node scenarios")
         hosts_run = hosts.HostsRun([], "")
-        results = hosts.launch(exchange_rank, args=(gate,), timeout=90, comm_timeout=20, record=hosts_run)
+        results = hosts.launch(exchange_rank, args=(gate,), timeout=4 * comm_timeout + 30,
+                               comm_timeout=comm_timeout, record=hosts_run)
     else:
         ports = [free_port() for _ in range(nodes)]       # each node's executor picks its own port
-        env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": "20"} for r in range(2)]
-        results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=90)
+        env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": str(comm_timeout)}
+               for r in range(2)]
+        if os.environ.get("EXPLAINER_DIST_IDENT"):        # the simulated nodes ARE the idents: say so
+            overridden["EXPLAINER_DIST_IDENT"] = (f"{os.environ['EXPLAINER_DIST_IDENT']!r} not used: each simulated "
+                                                  f"node sets its own ({', '.join(str(p) for p in ports)})")
+        results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=4 * comm_timeout + 30)
     per_rank = []
     for res in results:
-        info = dict(res.value) if res.ok else {"rank": res.rank, "error": res.error, "backend": None,
-                                               "log_lines": [], "transfers": []}
-        info.update(node=node_of[res.rank], pid=res.pid, exitcode=res.exitcode)
+        info = dict(res.value) if isinstance(res.value, dict) else {"rank": res.rank, "backend": None,
+                                                                    "log_lines": [], "transfers": []}
+        if not res.ok:                                    # the launcher's view names the failing peer
+            info["error"] = res.error
+        info.update(node=node_of[res.rank], pid=res.pid, exitcode=res.exitcode, phase=res.phase)
         per_rank.append(info)
     errors = [i for i in per_rank if i.get("error")]
     delivered = not errors and per_rank[1].get("received_equal") is True
     error = None
-    if errors:                                            # report PP1's error, as issue #37933 does
+    gone = [res.error for res in results if not res.ok]   # the launcher names a dead or stopped rank
+    if gone:
+        error = next((e for e in gone if e["type"] in ("ProcessDied", "PeerTimeoutError")), gone[0])
+    elif errors:                                          # report PP1's error, as issue #37933 does
         error = next((i["error"] for i in errors if i["rank"] == 1), errors[0]["error"])
     sent = per_rank[0].get("transfers") or []
     where = "2 hosts (network namespaces, torchrun)" if hosts_run else f"{nodes} simulated node(s)"
     summary = [f"scenario {name}: {where}, gate {gate}"]
+    summary += [f"  note: {k}={v}" for k, v in overridden.items()]
     for i in per_rank:
         summary.append(f"  rank {i['rank']} (node {i['node']}, pid {i['pid']}): backend {i.get('backend')}, "
                        f"path {i.get('path')}")
@@ -123,6 +140,7 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
         details={"note": NOTE if not hosts_run else HOSTS_NOTE, "transport": backend if hosts_run else "processes",
                  "gate": gate, "simulated_nodes": 0 if hosts_run else nodes,
                  **({"hosts": hosts_details(hosts_run)} if hosts_run else {}),
+                 "comm_timeout": comm_timeout, "env_not_used": overridden,
                  "backend_per_rank": [i.get("backend") for i in per_rank],
                  "decision_path_per_rank": [i.get("decision", {}).get("path") for i in per_rank],
                  "log_lines": [f"rank {i['rank']}: {line}" for i in per_rank for line in i.get("log_lines", [])],

@@ -154,8 +154,11 @@ class RankFailure(RuntimeError):
 
 
 def _starved(exc: BaseException) -> bool:
+    if getattr(exc, "culprit", False):                    # the launcher found this rank dead or stopped
+        return False
+    # a rank left waiting for another (the launcher names the peer that died or stopped: that one is the root)
     return isinstance(exc, TimeoutError) or getattr(exc, "type_name", None) in (
-        "NothingPendingError", "PeerGoneError", "TimeoutError", "ProcessDied")
+        "NothingPendingError", "PeerGoneError", "TimeoutError", "PeerTimeoutError")
 
 
 def error_summary(exc: BaseException) -> dict:
@@ -239,10 +242,14 @@ class ProcessesExecutor:
         self.trace.append_rank_traces([parts[r]["trace"] for r in sorted(parts)])
         failures = [(e.rank, e.phase, RankError(e.data["error"]["type"], e.data["error"]["message"]), e.warmup)
                     for e in self.trace.events if e.rank is not None and "error" in e.data and e.rank in parts]
-        failures += [(r.rank, "process", RankError(r.error_type, r.error_message), False)
-                     for r in results if not r.ok]
+        warmup = failures[0][3] if failures else False
+        for r in results:
+            if not r.ok:                                  # the launcher's view: a dead or stopped rank is the root
+                err = RankError(r.error_type, r.error_message)
+                err.culprit = r.culprit
+                failures.insert(0 if r.culprit else len(failures), (r.rank, "process", err, warmup))
         if failures:
-            exc = RankFailure([f[:3] for f in failures], warmup=failures[0][3])
+            exc = RankFailure([f[:3] for f in failures], warmup=warmup)
             exc.processes_started = self.processes_started
             raise exc
         return {o["req_id"]: RequestOutput(**o) for o in parts[pp - 1]["outputs"]}

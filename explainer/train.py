@@ -1,7 +1,11 @@
 """Reproducible training of the shipped checkpoint (CPU, 2 threads, ~10 minutes).
 
-    python -m explainer.train [--steps N] [--seed S] [--out DIR]       # train + write + evaluate
-    python -m explainer.train --evaluate-only [--out DIR]              # re-evaluate, update metadata
+    python -m explainer.train [--steps N] [--seed S] [--out DIR] [--force]   # train + write + evaluate
+    python -m explainer.train --evaluate-only [--out DIR] [--force]          # re-evaluate, update metadata
+
+The default ``--out`` is a new directory ``./explainer-checkpoint``; writing the shipped checkpoint
+(``explainer/checkpoints``) or over any existing checkpoint needs ``--force``. Every value and the
+output directory are checked before training starts.
 
 Objective: block diffusion with uniform-state noise (no mask token), trained on every answer canvas
 at once (BD3-LM layout). One sequence per example is
@@ -33,7 +37,10 @@ from explainer import task
 from explainer.model import (CHECKPOINT_NAME, CachedLM, DiffusionGemmaModel, TinyConfig, init_weights,
                              num_parameters)
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "checkpoints"
+DEFAULT_OUT = Path(__file__).resolve().parent / "checkpoints"   # the shipped checkpoint: --force only
+NEW_OUT = "explainer-checkpoint"                                  # default --out, in the working directory
+MAX_STEPS = 100_000                                              # 2000 take ~10 min on 2 cores
+MAX_SEED = 2**63 - 1
 # Generation settings the checkpoint is evaluated and shipped with: the sampler defaults (HF / vLLM).
 GENERATION_CONFIG = dict(canvas_length=task.CANVAS_LENGTH, max_new_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH,
                          max_denoising_steps=48, entropy_bound=0.1, t_min=0.4, t_max=0.8,
@@ -225,26 +232,100 @@ def record_accuracy(model, out: Path, log=print) -> dict:
     return meta
 
 
+def _bounded(flag: str, text: str, kind, low, high):
+    from explainer.errors import UsageError
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not (math.isfinite(value) and low <= value <= high):
+        raise UsageError(f"{flag} {text!r:.60} is not accepted; accepted: {kind.__name__} from {low} to {high}")
+    return value
+
+
+def check_out_dir(out: Path, force: bool, evaluate_only: bool) -> tuple[Path, bool]:
+    """Before any work: ``out`` must be a directory we can write (created now, probed with a temp file),
+    and an existing checkpoint in it (the shipped one above all) is only replaced with ``--force``.
+    Returns ``(out, created)``: the caller removes a directory it created if training then fails."""
+    import tempfile
+
+    from explainer.errors import UsageError
+    out = Path(out).expanduser()
+    ckpt = out / f"{CHECKPOINT_NAME}.pt"
+    shipped = out.exists() and out.resolve() == DEFAULT_OUT.resolve()
+    if evaluate_only and not ckpt.is_file():
+        raise UsageError(f"--out {str(out)!r}: no {ckpt.name} to evaluate there")
+    if (shipped or (ckpt.exists() and not evaluate_only)) and not force:
+        what = "the shipped checkpoint" if shipped else f"the existing checkpoint {ckpt}"
+        raise UsageError(f"--out {str(out)!r}: refusing to write over {what}; add --force to replace it, or "
+                         f"choose another --out")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        what = "is not a directory" if isinstance(exc, (NotADirectoryError, FileExistsError)) else exc.strerror
+        raise UsageError(f"--out {str(out)!r}: {what}; accepted: a writable directory (created if missing)") from None
+    return out, created
+
+
+def load_checkpoint(out: Path):
+    """The model in ``out`` (metadata JSON + weights-only state dict); any damage is a ``UsageError``
+    naming the file: missing, empty, truncated, not a state dict, or tensors of the wrong shape."""
+    from explainer.errors import UsageError
+    from explainer.model import DiffusionGemmaModel as M
+    meta_path, pt = out / f"{CHECKPOINT_NAME}.json", out / f"{CHECKPOINT_NAME}.pt"
+    try:
+        meta = json.loads(meta_path.read_text())
+        model = M(TinyConfig(**meta["config"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"checkpoint metadata {meta_path}: unreadable or not explainer's ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
+    try:
+        state = torch.load(pt, map_location="cpu", weights_only=True)
+    except Exception as exc:                              # noqa: BLE001 - empty, truncated, pickle code, ...
+        raise UsageError(f"checkpoint {pt}: cannot be loaded as a weights-only state dict ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    if not isinstance(state, dict):
+        raise UsageError(f"checkpoint {pt}: holds a {type(state).__name__}, not a state dict")
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError) as exc:
+        raise UsageError(f"checkpoint {pt}: does not fit the model in {meta_path.name} "
+                         f"({str(exc).splitlines()[0][:200]} ...)") from None
+    return model
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m explainer.train", description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--steps", default="2000")
+    p.add_argument("--seed", default="0")
+    p.add_argument("--batch-size", default="64")
+    p.add_argument("--lr", default="3e-3")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--force", action="store_true", help="allow replacing an existing (or the shipped) checkpoint")
     p.add_argument("--evaluate-only", action="store_true", help="evaluate the checkpoint in --out, update metadata")
     args = p.parse_args(argv)
-    if args.steps < 1 or args.batch_size < 1 or not args.lr > 0:
-        from explainer.errors import UsageError
-        raise UsageError(f"--steps {args.steps} / --batch-size {args.batch_size} / --lr {args.lr}: "
-                         "steps and batch size must be >= 1, lr > 0")
+    args.steps = _bounded("--steps", args.steps, int, 1, MAX_STEPS)
+    args.seed = _bounded("--seed", args.seed, int, 0, MAX_SEED)
+    args.batch_size = _bounded("--batch-size", args.batch_size, int, 1, 4096)
+    args.lr = _bounded("--lr", args.lr, float, 1e-8, 10.0)
+    out = args.out if args.out is not None else (DEFAULT_OUT if args.evaluate_only else Path(NEW_OUT))
+    args.out, created = check_out_dir(out, args.force, args.evaluate_only)
+    try:
+        return _run(args)
+    except BaseException:
+        if created and args.out.is_dir() and not any(args.out.iterdir()):
+            args.out.rmdir()                              # nothing written: leave nothing behind
+        raise
+
+
+def _run(args) -> int:
     torch.set_num_threads(2)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     if args.evaluate_only:
-        from explainer.model import DiffusionGemmaModel as M
-        meta = json.loads((args.out / f"{CHECKPOINT_NAME}.json").read_text())
-        model = M(TinyConfig(**meta["config"]))
-        model.load_state_dict(torch.load(args.out / f"{CHECKPOINT_NAME}.pt", weights_only=True))
+        model = load_checkpoint(args.out)
         record_accuracy(model.eval(), args.out)
         return 0
     model, info = train(args.steps, args.seed, args.batch_size, args.lr)
@@ -261,4 +342,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from explainer.errors import UsageError
+    try:
+        raise SystemExit(main())
+    except UsageError as exc:
+        import sys
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

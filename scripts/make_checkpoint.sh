@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 export OMP_WAIT_POLICY=PASSIVE
-exec "$PY" -m explainer.train --steps 2000 --seed 0 "$@"
+exec "$PY" -m explainer.train --steps 2000 --seed 0 --out explainer/checkpoints --force "$@"

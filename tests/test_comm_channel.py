@@ -201,7 +201,9 @@ def test_exception_during_setup_unlinks():
 def test_missing_peer_segment_is_vllms_errno_2():
     tag = f"tchan{uuid.uuid4().hex[:8]}"
     with pytest.raises(RuntimeError, match="open shm in SHMManager failed. errno: 2"):
-        shm.ShmGroup(f"{tag}-pp", 0, 2, exchange=lambda n: [n, f"{tag}-elsewhere_1-0000"], barrier=lambda: None)
+        # a well-formed name (vLLM derives it from the group name) whose segment does not exist
+        shm.ShmGroup(f"{tag}-pp", 0, 2, exchange=lambda n: [n, f"{tag}-pp_1-{os.getpid()}-0123abcd"],
+                     barrier=lambda: None)
     assert _listing(tag) == []
 
 

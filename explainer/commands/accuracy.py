@@ -18,7 +18,8 @@ def configure(parser):
     parser.add_argument("--mode", action="append", default=None, metavar="MODE",
                         help=f"one of {', '.join(MODES)}; repeatable (default: generic-int64 and state-sync)")
     parser.add_argument("--limit", default=None, metavar="N", help="only the first N held-out numbers")
-    parser.add_argument("--seed", default="0", metavar="S", help="base seed; request i uses S + i (default 0)")
+    parser.add_argument("--seed", default="0", metavar="S",
+                        help="base seed, 0..2**63-1 minus the number of requests; request i uses S + i (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -58,15 +59,23 @@ def run(args) -> int:
     from explainer.pp_scenarios import PRE_FIX_MODEL
     from explainer.registry import DEFAULT_MODEL
 
-    pp = _int("--pp", args.pp, 2)
-    seed = _int("--seed", args.seed, 0)
+    from explainer.commands.generate import MAX_SEED
+    from explainer.config import EngineConfig
+
+    pp = _int("--pp", args.pp, 2)                         # the upper bound: the startup check below
+    numbers = task.held_out_numbers()
+    seed = _int("--seed", args.seed, 0, MAX_SEED - len(numbers))     # request i uses seed + i
     modes = args.mode or ["generic-int64", "state-sync"]
     for m in modes:
         if m not in MODES:
             raise UsageError(f"--mode {m!r} is not accepted; accepted: {', '.join(MODES)}")
-    numbers = task.held_out_numbers()
     if args.limit is not None:
-        numbers = numbers[: _int("--limit", args.limit, 1)]
+        numbers = numbers[: _int("--limit", args.limit, 1, 10**6)]
+    for m in modes:                                       # the startup check, before any evaluation runs
+        try:
+            EngineConfig(model=PRE_FIX_MODEL, pipeline_parallel_size=pp, pp_mode=m, seed=seed)
+        except UsageError as exc:
+            raise UsageError(f"--pp {pp}: {exc}") from None
     rows = [evaluate(numbers, model=DEFAULT_MODEL, pp=1, mode="generic", seed=seed, label="PP=1")]
     for m in modes:
         rows.append(evaluate(numbers, model=PRE_FIX_MODEL, pp=pp, mode=m, seed=seed, label=f"PP={pp} {m}"))

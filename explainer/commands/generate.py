@@ -12,25 +12,33 @@ import sys
 HELP = "spell a number with the shipped tiny DiffusionGemma checkpoint (e.g. generate 451 --show-canvas)"
 
 PAD_GLYPH, EOS_GLYPH = "_", "|"           # neither is in the vocabulary, so the display is unambiguous
+MAX_PROMPT_CHARS = 64                     # the task's prompts have 3; longer is outside the task (and costs memory)
+MAX_STEPS = 1000
+MAX_SEED = 2**63 - 1                      # torch.Generator.manual_seed takes < 2**64; accuracy adds the request index
 
 
 def configure(parser):
-    parser.add_argument("prompt", help="a number 100..999 (characters of the task vocabulary)")
+    parser.add_argument("prompt", help=f"a number 100..999 (at most {MAX_PROMPT_CHARS} characters of the task "
+                                       f"vocabulary)")
     parser.add_argument("--steps", default=None, metavar="N",
-                        help="max denoising steps per canvas (default: the checkpoint's generation config, 48)")
-    parser.add_argument("--seed", default="0", metavar="S", help="sampler seed (default 0)")
+                        help=f"max denoising steps per canvas, 1..{MAX_STEPS} (default: the checkpoint's "
+                             f"generation config, 48)")
+    parser.add_argument("--seed", default="0", metavar="S", help=f"sampler seed, 0..{MAX_SEED} (default 0)")
     parser.add_argument("--show-canvas", action="store_true", help="print every denoising step of every canvas")
 
 
-def _int_arg(name: str, value: str, minimum: int) -> int:
+def _int_arg(name: str, value: str, minimum: int, maximum: int | None = None) -> int:
+    """An integer flag; a bad value names the flag and the accepted range (checked before any work)."""
     from explainer.errors import UsageError
 
     try:
         out = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):                       # incl. "1e23" and > 4300 digits
         out = None
-    if out is None or out < minimum:
-        raise UsageError(f"{name} {value!r} is not accepted; accepted: an integer >= {minimum}")
+    if out is None or out < minimum or (maximum is not None and out > maximum):
+        shown = repr(value) if len(str(value)) <= 40 else repr(str(value)[:40]) + f"... ({len(str(value))} characters)"
+        accepted = f"an integer from {minimum} to {maximum}" if maximum is not None else f"an integer >= {minimum}"
+        raise UsageError(f"{name} {shown} is not accepted; accepted: {accepted}")
     return out
 
 
@@ -76,9 +84,12 @@ def run(args) -> int:
 
     if not args.prompt:
         raise UsageError("the prompt is empty; give a number 100..999, e.g. generate 451")
+    if len(args.prompt) > MAX_PROMPT_CHARS:
+        raise UsageError(f"the prompt has {len(args.prompt)} characters; accepted: 1..{MAX_PROMPT_CHARS} "
+                         f"characters (the task's prompts are numbers 100..999)")
     ids = task.encode(args.prompt)
-    seed = _int_arg("--seed", args.seed, 0)
-    steps = None if args.steps is None else _int_arg("--steps", args.steps, 1)
+    seed = _int_arg("--seed", args.seed, 0, MAX_SEED)
+    steps = None if args.steps is None else _int_arg("--steps", args.steps, 1, MAX_STEPS)
 
     import torch
 

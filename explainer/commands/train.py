@@ -1,22 +1,32 @@
-"""``python -m explainer train [--steps N] [--seed S] [--out DIR] [--evaluate-only]``: remake the checkpoint."""
+"""``python -m explainer train [--steps N] [--seed S] [--out DIR] [--force] [--evaluate-only]``: remake the checkpoint."""
 
-HELP = "train the tiny model (CPU, ~10 min) and write checkpoints/ + its metadata (see scripts/make_checkpoint.sh)"
+HELP = "train the tiny model (CPU, ~10 min) and write a checkpoint + its metadata (see scripts/make_checkpoint.sh)"
 
 
 def configure(parser):
-    parser.add_argument("--steps", default="2000", metavar="N", help="optimizer steps (default 2000, as shipped)")
-    parser.add_argument("--seed", default="0", metavar="S", help="seed (default 0, as shipped)")
-    parser.add_argument("--out", default=None, metavar="DIR", help="output directory (default: the package's checkpoints/)")
-    parser.add_argument("--evaluate-only", action="store_true", help="re-evaluate the checkpoint in --out, update metadata")
+    from explainer.train import DEFAULT_OUT, MAX_STEPS, NEW_OUT
+    parser.add_argument("--steps", default="2000", metavar="N",
+                        help=f"optimizer steps, 1..{MAX_STEPS} (default 2000, as shipped)")
+    parser.add_argument("--seed", default="0", metavar="S", help="seed, 0..2**63-1 (default 0, as shipped)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help=f"output directory (default ./{NEW_OUT}; the shipped checkpoint in {DEFAULT_OUT} "
+                             f"is only written with --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="allow writing over an existing checkpoint (including the shipped one)")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="re-evaluate the checkpoint in --out (default: the shipped one), update its metadata")
 
 
 def run(args) -> int:
-    from explainer.commands.generate import _int_arg
-    from explainer.train import main
+    from explainer.commands.generate import MAX_SEED, _int_arg
+    from explainer.train import MAX_STEPS, main
 
-    argv = ["--steps", str(_int_arg("--steps", args.steps, 1)), "--seed", str(_int_arg("--seed", args.seed, 0))]
+    argv = ["--steps", str(_int_arg("--steps", args.steps, 1, MAX_STEPS)),
+            "--seed", str(_int_arg("--seed", args.seed, 0, MAX_SEED))]
     if args.out:
         argv += ["--out", args.out]
+    if args.force:
+        argv.append("--force")
     if args.evaluate_only:
         argv.append("--evaluate-only")
     return main(argv)

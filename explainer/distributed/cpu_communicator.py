@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
+import re
 import platform
 import socket
 from dataclasses import dataclass, field
@@ -33,7 +35,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed
 
-from explainer.distributed import shm
+from explainer.distributed import phases, shm
+from explainer.distributed.errors import PeerTimeoutError
+from explainer.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +52,20 @@ MACHINE_TO_ARCH = {"x86_64": "X86", "amd64": "X86", "i686": "X86", "i386": "X86"
                     "riscv64": "RISCV"}
 
 
-def _env_flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
+MAX_TIMEOUT = 86400.0                    # one day: a comm timeout beyond that is a typo, not a wish
+MAX_CHUNK_BYTES = 1 << 30
+_IDENT_OK = re.compile(r"[A-Za-z0-9._:-]{1,100}")
+
+
+def _env_flag(name: str, default: bool, value: str | None = None) -> bool:
+    value = os.environ.get(name) if value is None else value
     if value is None or value == "":
         return default
     if value.lower() in ("1", "true", "yes", "on"):
         return True
     if value.lower() in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"{name}={value!r}: accepted values are 1/0, true/false, yes/no, on/off")
+    raise UsageError(f"{name}={value!r}: accepted values are 1/0, true/false, yes/no, on/off")
 
 
 def env_number(name: str, default: float, kind=float, minimum: float = 0) -> float:
@@ -66,11 +75,67 @@ def env_number(name: str, default: float, kind=float, minimum: float = 0) -> flo
         return default
     try:
         number = kind(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         number = None
-    if number is None or number <= minimum:
-        raise ValueError(f"{name}={value!r}: accepted are {kind.__name__} values > {minimum}")
+    if number is None or not math.isfinite(number) or number <= minimum:
+        raise UsageError(f"{name}={value!r}: accepted are finite {kind.__name__} values > {minimum}")
     return number
+
+
+def env_timeout(value: str | None = None, name: str = "EXPLAINER_COMM_TIMEOUT", default: float = 30.0) -> float:
+    """The comm timeout in seconds: one deadline for rendezvous, group set-up, name agreement, transfers."""
+    value = os.environ.get(name) if value is None else value
+    if value is None or value == "":
+        return default
+    try:
+        secs = float(value)
+    except ValueError:
+        secs = float("nan")
+    if not (math.isfinite(secs) and 0 < secs <= MAX_TIMEOUT):
+        raise UsageError(f"{name}={value!r}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
+    return secs
+
+
+def env_chunk_bytes(value: str | None = None, name: str = "EXPLAINER_SHM_CHUNK_BYTES") -> int:
+    value = os.environ.get(name) if value is None else value
+    if value is None or value == "":
+        return shm.DEFAULT_CHUNK_BYTES
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if not (shm.MIN_CHUNK_BYTES <= n <= MAX_CHUNK_BYTES and n % 64 == 0):
+        raise UsageError(f"{name}={value!r}: accepted are integers, multiples of 64, from {shm.MIN_CHUNK_BYTES} "
+                         f"to {MAX_CHUNK_BYTES}")
+    return n
+
+
+def validate_env(env=None) -> None:
+    """Every EXPLAINER_ variable a rank reads, checked in the parent before any process starts
+    (a bad value raises ``UsageError`` naming the variable and the accepted range)."""
+    env = os.environ if env is None else env
+    env_timeout(env.get("EXPLAINER_COMM_TIMEOUT") or "")
+    env_chunk_bytes(env.get("EXPLAINER_SHM_CHUNK_BYTES") or "")
+    for flag in ("EXPLAINER_SHM_OPS", "EXPLAINER_SHM_ALLOW_ARM"):
+        _env_flag(flag, True, env.get(flag) or "")
+    ident = env.get("EXPLAINER_DIST_IDENT")
+    if ident and not _IDENT_OK.fullmatch(ident):
+        raise UsageError(f"EXPLAINER_DIST_IDENT={ident!r}: accepted are 1..100 characters of A-Z a-z 0-9 . _ : -")
+    arch = env.get("EXPLAINER_CPU_ARCH")
+    if arch and not re.fullmatch(r"[A-Za-z0-9_]{1,20}", arch):
+        raise UsageError(f"EXPLAINER_CPU_ARCH={arch!r}: accepted are names like X86, ARM, POWERPC, S390X")
+    method = env.get("EXPLAINER_START_METHOD")
+    if method:
+        import multiprocessing
+        if method not in multiprocessing.get_all_start_methods():
+            raise UsageError(f"EXPLAINER_START_METHOD={method!r}: accepted "
+                             f"{', '.join(multiprocessing.get_all_start_methods())}")
+    if env.get("EXPLAINER_FAULT_PHASE"):
+        from explainer.distributed.phases import parse_fault
+        try:
+            parse_fault(env["EXPLAINER_FAULT_PHASE"])
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def get_cpu_architecture() -> str:
@@ -110,10 +175,10 @@ class CommConfig:
         """A copy with every ``None`` filled from the environment, validated."""
         if self.gate not in GATES:
             raise ValueError(f"gate {self.gate!r}: accepted {', '.join(GATES)}")
-        timeout = self.timeout if self.timeout is not None else env_number("EXPLAINER_COMM_TIMEOUT", 30.0)
-        if timeout <= 0:
-            raise ValueError(f"timeout {timeout}: accepted are seconds > 0")
-        chunk = self.chunk_bytes or env_number("EXPLAINER_SHM_CHUNK_BYTES", shm.DEFAULT_CHUNK_BYTES, int)
+        timeout = self.timeout if self.timeout is not None else env_timeout()
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+            raise UsageError(f"timeout {timeout}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
+        chunk = self.chunk_bytes or env_chunk_bytes()
         return dataclasses.replace(
             self, ident=self.ident if self.ident is not None else default_ident(),
             shm_ops_built=(self.shm_ops_built if self.shm_ops_built is not None
@@ -166,7 +231,8 @@ class _CPUSHMDistributed:
         cfg, group = communicator.config, communicator.device_group
         ranks = communicator.ranks
         # vLLM also all-reduces torch.get_num_threads() (MIN) for its per-thread buffers; one thread here.
-        self.channel = shm.ShmGroup(
+        phases.enter("shm-setup")                        # create, exchange names, join, barrier
+        self.channel = _setup_bounded("shm-setup", cfg.timeout, shm.ShmGroup,
             self.group_name, communicator.rank_in_group, communicator.world_size,
             exchange=lambda name: _all_gather_str(name, group),
             barrier=lambda: torch.distributed.barrier(group=group),
@@ -194,6 +260,24 @@ class _CPUSHMDistributed:
 
     def close(self) -> None:
         self.channel.close()
+
+
+_TORCH_COMM_FAILURE = re.compile(r"gloo|[Tt]imed out|[Tt]imeout|Connection|[Cc]losed|reset by peer|[Ss]ocket|[Ss]tore")
+
+
+def _setup_bounded(phase: str, secs: float, fn, *args, **kwargs):
+    """One set-up step under the comm timeout: torch's timeout or a peer's disappearance becomes our
+    ``PeerTimeoutError`` naming this rank and the phase (the launcher adds which peer failed)."""
+    try:
+        return fn(*args, **kwargs)
+    except (RuntimeError, TimeoutError, ConnectionError) as exc:
+        text = (str(exc).splitlines() or [""])[0][:300]
+        if isinstance(exc, (shm.ShmPayloadError, shm.ShmCapacityError, PeerTimeoutError)) or not (
+                type(exc).__module__.startswith("torch") or _TORCH_COMM_FAILURE.search(str(exc))):
+            raise                                         # e.g. "open shm in SHMManager failed" is the story
+        raise PeerTimeoutError(f"rank {os.environ.get('RANK', '?')} (pid {os.getpid()}) in phase {phase}: a peer "
+                               f"did not complete it within the comm timeout {secs:g}s or left "
+                               f"({type(exc).__name__}: {text})") from exc
 
 
 def _all_gather_str(value: str, group) -> list[str]:
@@ -256,7 +340,8 @@ class CpuCommunicator:
         """Collective: safe because conditions a-c are equal on every rank of the group."""
         self.decision.group_name = local = _CPUSHMDistributed.make_group_name(self)
         # vLLM: all_gather_object (pickle); here the same gather as length-prefixed bytes, never unpickled
-        names = _all_gather_str(local, self.device_group)
+        phases.enter("name-agreement")
+        names = _setup_bounded("name-agreement", self.config.timeout, _all_gather_str, local, self.device_group)
         self.decision.names_seen = list(names)
         return len(set(names)) == 1
 

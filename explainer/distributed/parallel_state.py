@@ -32,7 +32,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from explainer.distributed.cpu_communicator import GATES, CommConfig, CpuCommunicator, env_number  # noqa: F401
+from explainer.distributed import phases
+from explainer.distributed.cpu_communicator import (GATES, CommConfig, CpuCommunicator, _setup_bounded,  # noqa: F401
+                                                     env_number, env_timeout)
 from explainer.distributed.errors import BroadcastMismatchError
 from explainer.distributed.shm import DTYPES, PeerGoneError
 from explainer.errors import UsageError
@@ -138,9 +140,13 @@ class GroupCoordinator:
         self.rank, self.local_rank = dist.get_rank(), local_rank
         timeout = datetime.timedelta(seconds=self.config.timeout)
         self.device_group = self.cpu_group = None
+        self._transfers = 0                               # 1st tensor dict: first-transfer, 2nd: steady-state
+        phases.enter("group-setup")
         for ranks in group_ranks:                         # every rank creates every group, same order
-            device_group = dist.new_group(ranks, backend=torch_distributed_backend, timeout=timeout)
-            cpu_group = dist.new_group(ranks, backend="gloo", timeout=timeout)
+            device_group = _setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
+                                          backend=torch_distributed_backend, timeout=timeout)
+            cpu_group = _setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
+                                       backend="gloo", timeout=timeout)
             if self.rank in ranks:
                 self.ranks = list(ranks)
                 self.world_size, self.rank_in_group = len(ranks), ranks.index(self.rank)
@@ -228,6 +234,7 @@ class GroupCoordinator:
             return tensor_dict
         dst = (self.rank_in_group + 1) % self.world_size if dst is None else dst
         self._check_peer(dst)
+        self._count_transfer()
         if self.use_cpu_custom_send_recv:
             self.device_communicator.send_tensor_dict(tensor_dict, dst)
             return None
@@ -248,6 +255,7 @@ class GroupCoordinator:
             return None
         src = (self.rank_in_group - 1) % self.world_size if src is None else src
         self._check_peer(src)
+        self._count_transfer()
         if self.use_cpu_custom_send_recv:
             return self.device_communicator.recv_tensor_dict(src)
         tensor_dict: dict[str, Any] = {}
@@ -261,6 +269,11 @@ class GroupCoordinator:
             else:
                 tensor_dict[key] = value
         return tensor_dict
+
+    def _count_transfer(self) -> None:
+        self._transfers += 1
+        if self._transfers <= 2:
+            phases.enter("first-transfer" if self._transfers == 1 else "steady-state")
 
     def _check_peer(self, r: int) -> None:
         if not isinstance(r, int) or not 0 <= r < self.world_size or r == self.rank_in_group:
@@ -322,8 +335,11 @@ def init_distributed_environment(timeout: float | None = None) -> None:
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise RuntimeError(f"environment lacks {', '.join(missing)}; run under torchrun or explainer's launch()")
-    secs = timeout if timeout is not None else env_number("EXPLAINER_COMM_TIMEOUT", 30.0)
-    dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=secs))
+    secs = timeout if timeout is not None else env_timeout()
+    phases.enter("rendezvous")                            # TCPStore on MASTER_PORT, then the world's gloo group
+    where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    _setup_bounded(f"rendezvous at {where}", secs, dist.init_process_group, "gloo", init_method="env://",
+                   timeout=datetime.timedelta(seconds=secs))
 
 
 def initialize_pp_group(pp_size: int | None = None, *, gate: str | None = None,

@@ -154,6 +154,35 @@ def _unlink_name(name: str) -> None:
     _OWNED_NAMES.discard(name)
 
 
+_SEGMENT_TAIL = re.compile(r"-cpushm_(\d+)-(\d+)-[0-9a-f]{8}$")   # <group>_<rank>-<creator pid>-<hex8>
+
+
+class ShmCapacityError(RuntimeError):
+    """/dev/shm has less free space than a segment needs (a tmpfs that fills up kills a rank with SIGBUS)."""
+
+
+def check_segment_name(name: str, group_name: str, rank: int) -> str:
+    """A segment name received from a peer: exactly ``<group_name>_<rank>-<pid>-<8 hex>``, one path
+    component inside SHM_DIR. Checked BEFORE anything is opened, so a peer cannot point a rank at
+    another file (``../etc/hostname``, ``/etc/hostname``)."""
+    ok = (isinstance(name, str) and "/" not in name and "\0" not in name and ".." not in name
+          and 0 < len(name) <= 255 and re.fullmatch(re.escape(f"{group_name}_{rank}-") + r"\d+-[0-9a-f]{8}", name))
+    if not ok:
+        raise ShmPayloadError(f"segment name {name!r} received for group rank {rank} is not accepted; "
+                              f"expected {group_name}_{rank}-<pid>-<8 hex digits> inside {SHM_DIR}")
+    return name
+
+
+def check_capacity(nbytes: int, directory: str = SHM_DIR) -> None:
+    """Refuse to size a segment the tmpfs cannot hold (``os.statvfs``), naming the bytes needed."""
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    if free < nbytes:
+        raise ShmCapacityError(f"{directory} has {free} bytes free; a shared-memory segment of this group needs "
+                               f"{nbytes} bytes (raise the tmpfs size, e.g. docker --shm-size, or lower "
+                               f"EXPLAINER_SHM_CHUNK_BYTES)")
+
+
 def sweep_segments_of(pid: int) -> list[str]:
     """Unlink every segment a (dead) process created; returns the names. Covers a rank SIGKILLed during set-up,
     before its peers knew its segment's name (after set-up, peers unlink a dead rank's segment themselves)."""
@@ -161,6 +190,26 @@ def sweep_segments_of(pid: int) -> list[str]:
     swept = [n for n in os.listdir(SHM_DIR) if suffix.search(n)] if os.path.isdir(SHM_DIR) else []
     for name in swept:
         _unlink_name(name)
+    return swept
+
+
+def sweep_stale_segments() -> list[str]:
+    """Unlink every segment of ours (by name pattern, owned by this user) whose creator pid is gone:
+    what a SIGKILLed process group left behind. Run on every set-up; returns the names."""
+    if not os.path.isdir(SHM_DIR):
+        return []
+    swept, uid = [], os.getuid()
+    for name in os.listdir(SHM_DIR):
+        m = _SEGMENT_TAIL.search(name)
+        if not m or _pid_alive(int(m.group(2))):
+            continue
+        try:
+            if os.lstat(os.path.join(SHM_DIR, name)).st_uid != uid:
+                continue
+        except FileNotFoundError:
+            continue
+        _unlink_name(name)
+        swept.append(name)
     return swept
 
 
@@ -232,6 +281,7 @@ class ShmGroup:
         self._bell: socket.socket | None = None
         self.blocked_waits = 0                            # how often a wait fell back to the doorbell
         _install_exit_hooks()
+        sweep_stale_segments()                            # segments of dead creators (a killed group)
         try:
             self._create()
             self.segment_names = list(exchange(self.name))
@@ -247,12 +297,19 @@ class ShmGroup:
     # --- set-up ------------------------------------------------------------------------------
     def _create(self) -> None:
         path = os.path.join(SHM_DIR, self.name)
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)   # vLLM: shm_open(..., 0600)
+        check_capacity(self.size)                         # before sizing: a full tmpfs means SIGBUS later
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW, 0o600)   # vLLM: shm_open(..., 0600)
         _OWNED_NAMES.add(self.name)
         self._linked = True
         try:
             os.fchmod(fd, 0o600)                          # whatever the umask
             os.ftruncate(fd, self.size)
+            try:                                          # reserve the pages now: ENOSPC here, not SIGBUS later
+                os.posix_fallocate(fd, 0, self.size)
+            except OSError as exc:
+                if exc.errno in (28, 27):                 # ENOSPC, EFBIG
+                    raise ShmCapacityError(f"{SHM_DIR} cannot hold a segment of {self.size} bytes "
+                                           f"({exc.strerror}); free space is needed for it") from exc
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
             self._maps[self.rank] = mmap.mmap(fd, self.size, flags=flags)
         finally:
@@ -285,11 +342,14 @@ class ShmGroup:
     def _join(self) -> None:
         if len(self.segment_names) != self.world_size or self.segment_names[self.rank] != self.name:
             raise RuntimeError(f"segment name exchange returned {self.segment_names!r} for rank {self.rank}")
+        for p, name in enumerate(self.segment_names):   # validate every peer's name before opening any
+            if p != self.rank:
+                check_segment_name(name, self.group_name, p)
         for p, name in enumerate(self.segment_names):
             if p == self.rank:
                 continue
             try:                                          # vLLM: "open shm in SHMManager failed. errno: 2"
-                fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+                fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY | os.O_NOFOLLOW)
             except OSError as exc:
                 raise RuntimeError(f"open shm in SHMManager failed. errno: {exc.errno} "
                                    f"(segment {name!r} of {self.peer_labels[p]}: {exc.strerror})") from exc
