@@ -129,11 +129,12 @@ class HeaderCodec:
         self._by_header: dict[bytes, Layout] = {}
 
     def encode(self, items: list[tuple[str, torch.Tensor]]) -> Layout:
-        """The layout of ``items``; the per-call checks are the two a cached layout cannot vouch for."""
+        """The layout of ``items``. A cached layout vouches for keys, dtypes and shapes; the types,
+        contiguity and device are checked on every call (anything unusual takes the full check)."""
         key = []
         for k, t in items:
-            if type(t) is not torch.Tensor or not t.is_contiguous() or not t.is_cpu:
-                return build_layout(items)                # raises the clear error (or a subclass is fine)
+            if type(k) is not str or type(t) is not torch.Tensor or not t.is_contiguous() or not t.is_cpu:
+                return build_layout(items)                # raises the clear error (a Tensor subclass passes)
             key += (k, t.dtype, t.shape)
         layout = self._by_items.get(tuple(key))
         if layout is None:
