@@ -11,25 +11,28 @@ Segment per rank (``/dev/shm/<group_name>_<rank>-<random hex>``, created ``O_EXC
           line 9+p: acked[p] = chunks the owner has consumed from peer p
     DATA  per peer p: outbox[p][0], outbox[p][1]   (double buffer, ``chunk_bytes`` + 4 KiB header room each)
 
-Stream of one message = header (magic, tensor count, then per tensor: dtype code, shape, byte count,
-key) padded to 64 bytes, then each tensor's bytes at a 64-byte aligned offset. Chunk ``s`` (1-based)
-goes to ``outbox[dst][s % 2]``; the sender waits for ``acked >= s - 2`` before reusing a half, so it
-runs at most two chunks ahead (vLLM's ``check_no_buffer_conflict``); the receiver waits for
-``sent >= r`` (vLLM's ``check_stamp_ready``). Payloads larger than a chunk stream through. Copies
-are ``ctypes.memmove`` calls between the tensor's and the mapping's addresses (~0.5 us a call against
-~5 us of torch slicing); every length comes from a validated dtype and shape, never from the peer.
+One message = the binary header of ``shm_header`` (keys, dtypes, shapes) padded to 64 bytes, then each
+tensor's bytes at a 64-byte aligned offset. Chunk ``s`` (1-based) goes to ``outbox[dst][s % 2]``; the
+sender waits for ``acked >= s - 2`` before reusing a half, so it runs at most two chunks ahead (vLLM's
+``check_no_buffer_conflict``); the receiver waits for ``sent >= r`` (vLLM's ``check_stamp_ready``).
+
+The hot path (a PP hand-off of a few KiB costs a few microseconds, so every Python call counts):
+
+* a message that fits one half (up to ``chunk_bytes``) takes the fast path: one wait, the copies,
+  one counter store. Larger ones stream through both halves chunk by chunk (``ctypes.memmove``);
+* the layout (header bytes, offsets) is built and validated once per (key, dtype, shape) and cached
+  on both sides; each call still checks type, contiguity and device;
+* fast-path copies are memoryview slice assignments (a plain memcpy), over views of tensor memory
+  cached by address; every length comes from a validated dtype and shape, never from the peer;
+* the receiver allocates the tensors of the layout its peer sent last *before* waiting (PP sends the
+  same layout every step), so when the peer runs on another core the allocation hides in the wait.
 
 Differences from vLLM, on purpose: every wait is bounded and raises ``TimeoutError`` naming the
 peer, or ``PeerGoneError`` as soon as the peer's process is gone or it closed the channel (vLLM spins
-forever). Waiting is spin, then yield, then sleep: spin 5 us; keep checking between
-``os.sched_yield()`` calls up to ``spin_us`` = 200 us (one Python ping-pong turn), unless a yield
-took > 50 us (another task wanted the core: the cores are contended, and the scheduler favours woken
-sleepers over spinners); then set a "waiting" flag in the own control line and block on a doorbell
-(an abstract-namespace UNIX datagram socket, nothing in the filesystem) that the publisher rings only
-when it sees that flag; a 2 ms poll bounds any lost wake-up. On a loaded 2-core machine this matters
-more than anything else. Measured here: a pure spinner steals the core its peer needs (16 MiB
-streams at ~5 GB/s vs ~10-12 GB/s yielding), and blocking too early costs a ~50 us VM wake-up per
-hand-off (4 KiB one-way latency ~80 us with a 50 us spin, ~20 us with 200 us).
+forever). Waiting is spin, then yield, then sleep (``shm_wait``, which documents the trade-off):
+after that the waiter sets a "waiting" flag in its own control line and blocks on a doorbell (an
+abstract-namespace UNIX datagram socket, nothing in the filesystem) that the publisher rings only
+when it sees that flag; a short poll bounds any lost wake-up.
 
 Names are exchanged through the gloo group, and each owner unlinks its own name as soon as every
 rank has mapped it, so a crash after set-up leaves nothing in /dev/shm; ``close()``, ``atexit``,
@@ -376,9 +379,7 @@ class ShmGroup:
 
     # --- point to point ----------------------------------------------------------------------
     # A message is one Layout (shm_header): the header, then each tensor at its offset. When it fits one
-    # half (every PP step up to ~4 MiB) it takes the fast path: one wait, the copies, one publish. Larger
-    # messages stream through the two halves chunk by chunk. Fast-path copies are memoryview slice
-    # assignments (a plain memcpy, ~0.1 us) rather than ctypes.memmove calls (~0.5-2 us each).
+    # half it takes the fast path: one wait, the copies, one publish. Larger ones stream chunk by chunk.
     def send(self, items: list[tuple[str, torch.Tensor]], dst: int) -> int:
         """Stream ``items`` to group rank ``dst``; returns once every chunk is in shared memory."""
         self._check(dst)
@@ -492,7 +493,7 @@ class ShmGroup:
     def _recv_stream(self, layout: Layout, src: int, r: int) -> list[tuple[str, torch.Tensor]]:
         chunk, addr = self.chunk, self._addr[src]
         base = self._outbox(self.rank, r, src)
-        out = [torch.empty(shape, dtype=dt) for shape, dt in zip(layout.shapes, layout.dtypes)]
+        out = layout.empty()
         pos = pad(len(layout.header))
         for t, n in zip(out, layout.nbytes):
             off, ptr = 0, t.data_ptr()

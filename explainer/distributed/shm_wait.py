@@ -14,10 +14,23 @@ when ranks share cores. The channel waits in three phases and bounds the whole w
    a dead peer; the timeout error comes from there.
 
 The trade-off. Every microsecond spent spinning is taken from whatever else wants that core, including
-the peer on a 2-core machine; every sleep costs a wake-up. A pure spinner starves the peer (16 MiB
-streams at ~5 GB/s instead of ~10 GB/s measured on 2 cores); blocking too early makes each small
-hand-off pay a wake-up (4 KiB one-way ~80 us with a 50 us spin instead of ~20 us with 200 us). The
-defaults come from ``python -m explainer bench --only comm`` with and without ``--loaded``.
+the peer on a 2-core machine; every sleep costs a wake-up (up to ~1 ms on a loaded VM). Measured on
+the 2-core development machine while other jobs kept its load average at 12-17, median one-way 4 KiB
+ping-pong in us (raw floor / ``send_tensor_dict``), one run each (noisy: read the trends)::
+
+    spin_us  yield_us  contended_us  as found       +2 busy loops
+       0       200         50        5.1 / 18.7    35.4 / 19.8
+       2       200         50        7.0 / 20.3     6.9 / 20.6    <- default
+       5       200         50        9.2 / 23.0    45.3 / 110
+      10       200         50       14.7 / 28.6    15.1 / 31.9
+       5       500         50        9.4 / 22.9    10.0 / 34.8
+       5       200         20        9.6 / 23.6    34.5 / 164
+       5       200        200        9.6 / 22.8     908 / 999
+
+On an oversubscribed machine a spinner mostly delays the peer it waits for, so yielding almost at once
+wins; a short spin is kept for machines where each rank owns a core and the reply lands within
+microseconds. Waiting too long before sleeping (``contended_us`` 200) pays the doorbell wake-up far
+more often. Re-measure with ``python -m explainer bench --only comm [--loaded]``.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WaitPolicy:
-    spin_us: float = 5.0           # phase 1: pure polling
+    spin_us: float = 2.0           # phase 1: pure polling
     yield_us: float = 200.0        # phase 2 ends this long after the wait began (about one Python ping-pong turn)
     contended_us: float = 50.0     # a yield this slow means the cores are oversubscribed: go to sleep
     poll_ms: int = 2               # phase 3: doorbell poll period, bounds a lost wake-up
