@@ -163,3 +163,14 @@ def test_bench_loaded_bad_count_is_a_one_line_error(capsys):
     assert main(["bench", "--only", "comm", "--loaded", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --loaded 0: accepted 1..64 busy-loop processes"]
+
+
+@pytest.mark.slow
+def test_comm_bench_reports_the_floor_and_a_breakdown_that_adds_up():
+    from explainer.bench import comm
+    m = comm.measure(quick=True, sizes=(4096,))          # structure only: timings are never asserted
+    assert m["latency"]["floor"] > 0 and m["latency"]["shm"] > 0
+    parts = comm.breakdown(m)
+    assert [name for name, _, _ in parts][:2] == ["header encode (send)", "copy in (send)"]
+    assert sum(us for _, us, _ in parts) == pytest.approx(m["latency"]["shm"] * 1e6)
+    assert sum(share for _, _, share in parts) == pytest.approx(1.0)

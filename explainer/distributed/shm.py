@@ -399,6 +399,7 @@ class ShmGroup:
         r, base = self._arrival(src)
         layout = self._decode(src, base)
         if layout.total > self.chunk:
+            self._expect.pop(src, None)
             return self._recv_stream(layout, src, r)
         if layout is not expected:
             self._expect[src], fresh = layout, _allocate(layout)
