@@ -1,10 +1,12 @@
-"""``python -m explainer bench [--json] [--quick] [--only AREA]``: performance goals as ratios."""
+"""``python -m explainer bench [--json] [--quick] [--only AREA] [--loaded [N]]``: performance goals as ratios."""
 
+import contextlib
 import importlib
 import json
 import sys
 
 from explainer.bench import AREAS
+from explainer.bench.load import MAX_PROCS, busy_load, default_procs
 from explainer.errors import UsageError
 
 HELP = "measure the performance goals side by side in one run and print ratios"
@@ -14,6 +16,8 @@ def configure(parser):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
     parser.add_argument("--only", action="append", default=None, help=f"one of {', '.join(AREAS)}; repeatable")
+    parser.add_argument("--loaded", nargs="?", type=int, const=default_procs(), default=None, metavar="N",
+                        help=f"run N busy-loop processes meanwhile (default: one per cpu; 1..{MAX_PROCS})")
 
 
 def run(args):
@@ -21,6 +25,14 @@ def run(args):
     for a in areas:
         if a not in AREAS:
             raise UsageError(f"unknown bench area {a!r}; accepted: {', '.join(AREAS)}")
+    if args.loaded is not None and not 1 <= args.loaded <= MAX_PROCS:
+        raise UsageError(f"--loaded {args.loaded}: accepted 1..{MAX_PROCS} busy-loop processes")
+    with busy_load(args.loaded) if args.loaded else contextlib.nullcontext():
+        rows = _measure(areas, args.quick)
+    return _print(rows, args.json)
+
+
+def _measure(areas: list[str], quick: bool) -> list:
     rows = []
     for area in areas:
         try:
@@ -30,8 +42,12 @@ def run(args):
                 continue
             raise
         print(f"bench: measuring {area} ...", file=sys.stderr, flush=True)      # progress: runs take seconds
-        rows.extend(module.run(quick=args.quick))
-    if args.json:
+        rows.extend(module.run(quick=quick))
+    return rows
+
+
+def _print(rows, as_json: bool) -> int:
+    if as_json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return 0
     width = max(len(r.name) for r in rows) if rows else 20

@@ -11,25 +11,28 @@ Segment per rank (``/dev/shm/<group_name>_<rank>-<random hex>``, created ``O_EXC
           line 9+p: acked[p] = chunks the owner has consumed from peer p
     DATA  per peer p: outbox[p][0], outbox[p][1]   (double buffer, ``chunk_bytes`` + 4 KiB header room each)
 
-Stream of one message = header (magic, tensor count, then per tensor: dtype code, shape, byte count,
-key) padded to 64 bytes, then each tensor's bytes at a 64-byte aligned offset. Chunk ``s`` (1-based)
-goes to ``outbox[dst][s % 2]``; the sender waits for ``acked >= s - 2`` before reusing a half, so it
-runs at most two chunks ahead (vLLM's ``check_no_buffer_conflict``); the receiver waits for
-``sent >= r`` (vLLM's ``check_stamp_ready``). Payloads larger than a chunk stream through. Copies
-are ``ctypes.memmove`` calls between the tensor's and the mapping's addresses (~0.5 us a call against
-~5 us of torch slicing); every length comes from a validated dtype and shape, never from the peer.
+One message = the binary header of ``shm_header`` (keys, dtypes, shapes) padded to 64 bytes, then each
+tensor's bytes at a 64-byte aligned offset. Chunk ``s`` (1-based) goes to ``outbox[dst][s % 2]``; the
+sender waits for ``acked >= s - 2`` before reusing a half, so it runs at most two chunks ahead (vLLM's
+``check_no_buffer_conflict``); the receiver waits for ``sent >= r`` (vLLM's ``check_stamp_ready``).
+
+The hot path (a PP hand-off of a few KiB costs a few microseconds, so every Python call counts):
+
+* a message that fits one half (up to ``chunk_bytes``) takes the fast path: one wait, the copies,
+  one counter store. Larger ones stream through both halves chunk by chunk (``ctypes.memmove``);
+* the layout (header bytes, offsets) is built and validated once per (key, dtype, shape) and cached
+  on both sides; each call still checks type, contiguity and device;
+* fast-path copies are memoryview slice assignments (a plain memcpy), over views of tensor memory
+  cached by address; every length comes from a validated dtype and shape, never from the peer;
+* the receiver allocates the tensors of the layout its peer sent last *before* waiting (PP sends the
+  same layout every step), so when the peer runs on another core the allocation hides in the wait.
 
 Differences from vLLM, on purpose: every wait is bounded and raises ``TimeoutError`` naming the
 peer, or ``PeerGoneError`` as soon as the peer's process is gone or it closed the channel (vLLM spins
-forever). Waiting is spin, then yield, then sleep: spin 5 us; keep checking between
-``os.sched_yield()`` calls up to ``spin_us`` = 200 us (one Python ping-pong turn), unless a yield
-took > 50 us (another task wanted the core: the cores are contended, and the scheduler favours woken
-sleepers over spinners); then set a "waiting" flag in the own control line and block on a doorbell
-(an abstract-namespace UNIX datagram socket, nothing in the filesystem) that the publisher rings only
-when it sees that flag; a 2 ms poll bounds any lost wake-up. On a loaded 2-core machine this matters
-more than anything else. Measured here: a pure spinner steals the core its peer needs (16 MiB
-streams at ~5 GB/s vs ~10-12 GB/s yielding), and blocking too early costs a ~50 us VM wake-up per
-hand-off (4 KiB one-way latency ~80 us with a 50 us spin, ~20 us with 200 us).
+forever). Waiting is spin, then yield, then sleep (``shm_wait``, which documents the trade-off):
+after that the waiter sets a "waiting" flag in its own control line and blocks on a doorbell (an
+abstract-namespace UNIX datagram socket, nothing in the filesystem) that the publisher rings only
+when it sees that flag; a short poll bounds any lost wake-up.
 
 Names are exchanged through the gloo group, and each owner unlinks its own name as soon as every
 rank has mapped it, so a crash after set-up leaves nothing in /dev/shm; ``close()``, ``atexit``,
@@ -42,7 +45,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import math
 import mmap
 import os
 import re
@@ -50,7 +52,6 @@ import secrets
 import select
 import signal
 import socket
-import struct
 import time
 import warnings
 import weakref
@@ -59,39 +60,25 @@ from typing import Callable
 
 import torch
 
+from explainer.distributed import shm_wait
+from explainer.distributed.shm_header import (  # noqa: F401  (re-exported: the channel's public names)
+    ALIGN, DTYPE_CODE, DTYPES, ENTRY, HDR, HEADER_ROOM, MAX_DIMS, MAX_KEY_BYTES, MAX_TENSORS, HeaderCodec, Layout,
+    ShmPayloadError, check_tensors, pad)
+
 MAX_RANKS = 8          # vLLM MAX_SHM_RANK_NUM
-MAX_TENSORS = 6        # vLLM: 8 tensors per list minus its meta tensor and the pickled keys/shapes
-MAX_DIMS = 16
-MAX_KEY_BYTES = 200
 DEFAULT_CHUNK_BYTES = 4 << 20   # one half-buffer; vLLM uses 2 MiB halves of a 4 MiB per-thread buffer
 MIN_CHUNK_BYTES = 64 << 10
 SHM_DIR = "/dev/shm"
 CTRL_BYTES = 4096
-HEADER_ROOM = 4096                 # >= the largest header (6 entries x (12 + 16*8 + 200) + 16)
-_ALIGN = 64
 _MAGIC_SEG = 0x4D485358          # "XSHM"
-_MAGIC_MSG = 0x4753584D          # "MXSG"
 _ALIVE, _CLOSED = 1, 2
 _Q_PID, _Q_STATE, _Q_WAITING = 1, 2, 3   # int64 slots in CTRL line 0
-_HDR = struct.Struct("<IHHQ")    # magic, n_tensors, header bytes, payload bytes
-_ENTRY = struct.Struct("<BBHQ")  # dtype code, ndim, key bytes, tensor bytes
-DTYPES = [getattr(torch, n) for n in (
-    "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool",
-    "complex64", "complex128", "uint16", "uint32", "uint64") if hasattr(torch, n)]
-DTYPE_CODE = {dt: i for i, dt in enumerate(DTYPES)}
+_HDR, _ENTRY, _pad, _ALIGN = HDR, ENTRY, pad, ALIGN   # the message header lives in shm_header
 _memmove = ctypes.memmove       # raw copies: ~0.5 us a call instead of ~5 us of torch slicing
 
 
 class PeerGoneError(TimeoutError):
     """The peer's process is gone or it closed the channel: the awaited data can never arrive."""
-
-
-class ShmPayloadError(RuntimeError, ValueError):
-    """A value the shared-memory path cannot carry (vLLM raises RuntimeError here)."""
-
-
-def _pad(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def _sent_slot(p: int) -> int:
@@ -116,28 +103,6 @@ def _pid_alive(pid: int) -> bool:
             return False
         except PermissionError:
             return True
-
-
-def _accepted() -> str:
-    return (f"contiguous CPU torch.Tensor values of dtype {', '.join(str(d)[6:] for d in DTYPES)}, "
-            f"under str keys, at most {MAX_TENSORS} per message")
-
-
-def check_tensors(items: list[tuple[object, object]]) -> None:
-    """Everything the channel accepts: <= MAX_TENSORS contiguous CPU tensors under str keys."""
-    if len(items) > MAX_TENSORS:
-        raise ShmPayloadError(f"{len(items)} tensors is more than the shared-memory channel takes "
-                              f"(accepted: 0..{MAX_TENSORS}, as vLLM's 8-entry TensorListMeta)")
-    for key, t in items:
-        if not isinstance(key, str) or len(key) > MAX_KEY_BYTES // 4 and len(key.encode()) > MAX_KEY_BYTES:
-            raise ShmPayloadError(f"key {key!r}: accepted keys are str of at most {MAX_KEY_BYTES} UTF-8 bytes")
-        if not isinstance(t, torch.Tensor):
-            raise ShmPayloadError(f"key {key!r} holds a {type(t).__name__}; accepted: {_accepted()}")
-        if not t.is_cpu or not t.is_contiguous() or t.dtype not in DTYPE_CODE or t.dim() > MAX_DIMS:
-            problem = ("is on device " + str(t.device) if t.device.type != "cpu" else
-                       "is not contiguous (call .contiguous())" if not t.is_contiguous() else
-                       f"has dtype {t.dtype}" if t.dtype not in DTYPE_CODE else f"has {t.dim()} dims")
-            raise ShmPayloadError(f"key {key!r}: tensor {problem}; accepted: {_accepted()}")
 
 
 # --- the process-wide registry of names this process still has to unlink ---------------------
@@ -257,7 +222,7 @@ class ShmGroup:
                  exchange: Callable[[str], list[str]], barrier: Callable[[], None],
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, timeout: float = 30.0,
                  unlink_after_join: bool = True, peer_labels: list[str] | None = None,
-                 spin_us: float = 200.0):
+                 wait_policy: shm_wait.WaitPolicy = shm_wait.DEFAULT):
         if not 1 <= world_size <= MAX_RANKS:
             raise ValueError(f"world size {world_size}: the shared-memory channel takes 1..{MAX_RANKS} ranks")
         if chunk_bytes < MIN_CHUNK_BYTES or chunk_bytes % _ALIGN:
@@ -268,7 +233,7 @@ class ShmGroup:
             raise RuntimeError(f"{SHM_DIR} does not exist: the shared-memory channel needs Linux POSIX shm")
         self.group_name, self.rank, self.world_size = group_name, rank, world_size
         self.chunk = chunk_bytes + HEADER_ROOM             # the header never pushes payload into an extra chunk
-        self.timeout, self.spin_s = float(timeout), spin_us * 1e-6
+        self.timeout, self.wait_policy = float(timeout), wait_policy
         self.peer_labels = peer_labels or [f"group rank {p}" for p in range(world_size)]
         # group name + rank + creator pid + random suffix: the pid lets a launcher sweep what a killed rank left
         self.name = f"{group_name}_{rank}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -316,8 +281,9 @@ class ShmGroup:
             os.close(fd)
         self._ctrl = [None] * self.world_size
         self._buf = [None] * self.world_size
+        self._mem = [None] * self.world_size              # memoryview of each mapping: the hot path's copies
         self._addr = [0] * self.world_size
-        self._headers, self._layouts = {}, {}
+        self._codec, self._views, self._expect = HeaderCodec(), {}, {}   # hot-path caches
         self._view(self.rank)
         self._bell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._bell.bind(self._bell_addr(self.name))
@@ -334,6 +300,7 @@ class ShmGroup:
     def _view(self, p: int) -> None:
         mm = self._maps[p]
         self._ctrl[p] = memoryview(mm)[:CTRL_BYTES].cast("q")
+        self._mem[p] = memoryview(mm)
         with warnings.catch_warnings():                  # peers' segments are mapped read-only
             warnings.simplefilter("ignore")
             self._buf[p] = torch.frombuffer(mm, dtype=torch.uint8)
@@ -393,7 +360,8 @@ class ShmGroup:
         if self._bell is not None:
             self._bell.close()
             self._bell = None
-        for views in (getattr(self, "_ctrl", None), getattr(self, "_buf", None)):
+        self._views = {}                                  # cached views pin the mappings
+        for views in (getattr(self, "_ctrl", None), getattr(self, "_mem", None), getattr(self, "_buf", None)):
             for p, v in enumerate(views or []):
                 if isinstance(v, memoryview):
                     v.release()
@@ -408,22 +376,11 @@ class ShmGroup:
                 self._maps[p] = None
         _LIVE_GROUPS.discard(self)
 
-    # --- waits -------------------------------------------------------------------------------
+    # --- waits (the policy: shm_wait) ----------------------------------------------------------
     def _wait(self, peer: int, ctrl, slot: int, target: int, what: str) -> None:
-        if ctrl[slot] >= target:
+        """Until ``ctrl[slot] >= target``: spin, yield, then sleep on the doorbell; bounded by the timeout."""
+        if ctrl[slot] >= target or shm_wait.spin_then_yield(ctrl, slot, target, self.wait_policy):
             return
-        now = time.perf_counter()
-        spin_end, yield_from = now + self.spin_s, now + 5e-6
-        while now < spin_end:                             # spin briefly: the peer is usually mid-copy
-            for _ in range(16):
-                if ctrl[slot] >= target:
-                    return
-            now = time.perf_counter()
-            if now > yield_from:                          # then yield, in case the peer shares our core
-                os.sched_yield()
-                if time.perf_counter() - now > 50e-6:     # another task ran: the cores are contended,
-                    break                                 # so sleep; the scheduler favours woken sleepers
-                now = time.perf_counter()
         mine = self._ctrl[self.rank]
         mine[_Q_WAITING] = 1                              # ask the peer to ring; then re-check
         self.blocked_waits += 1
@@ -431,7 +388,7 @@ class ShmGroup:
         deadline, check_at = start + self.timeout, start + 0.02
         try:
             while ctrl[slot] < target:
-                if self._poll.poll(2):                    # ms; bounds a lost wake-up
+                if self._poll.poll(self.wait_policy.poll_ms):   # bounds a lost wake-up
                     self._drain()
                 now = time.monotonic()
                 if now >= check_at and ctrl[slot] < target:
@@ -481,111 +438,157 @@ class ShmGroup:
         return CTRL_BYTES + (2 * idx + seq % 2) * self.chunk
 
     # --- point to point ----------------------------------------------------------------------
-    def _header(self, items: list[tuple[str, torch.Tensor]]) -> bytes:
-        """Packed header for this layout; PP sends the same layout every step, so it is cached."""
-        layout = tuple((k, t.dtype, t.shape) for k, t in items)
-        header = self._headers.get(layout)
-        if header is None:
-            parts = [_HDR.pack(_MAGIC_MSG, len(items), 0, 0)]
-            for key, t in items:
-                kb = key.encode()
-                parts += [_ENTRY.pack(DTYPE_CODE[t.dtype], t.dim(), len(kb), t.numel() * t.element_size()),
-                          struct.pack(f"<{t.dim()}q", *t.shape), kb]
-            buf = bytearray(b"".join(parts))
-            struct.pack_into("<H", buf, 6, len(buf))
-            if len(self._headers) > 64:
-                self._headers.clear()
-            header = self._headers[layout] = bytes(buf)
-        return header
-
-    def _layout(self, header: bytes, src: int) -> list[tuple[str, tuple, torch.dtype, int]]:
-        """Parse (and cache) a peer's header into (key, shape, dtype, nbytes) entries. Sizes come
-        from dtype and shape, never from the peer's byte counts, so nothing is copied out of bounds."""
-        layout = self._layouts.get(header)
-        if layout is not None:
-            return layout
-        magic, count, hlen, _ = _HDR.unpack_from(header, 0)
-        at, layout = _HDR.size, []
-        try:
-            if magic != _MAGIC_MSG or count > MAX_TENSORS or hlen != len(header):
-                raise ValueError("bad magic or count")
-            for _ in range(count):
-                code, ndim, klen, nbytes = _ENTRY.unpack_from(header, at)
-                shape = struct.unpack_from(f"<{ndim}q", header, at + _ENTRY.size)
-                at += _ENTRY.size + 8 * ndim
-                key = header[at:at + klen].decode()
-                at += klen
-                dtype = DTYPES[code]
-                numel = math.prod(shape)
-                if ndim > MAX_DIMS or min(shape, default=0) < 0 or nbytes != numel * dtype.itemsize:
-                    raise ValueError(f"bad entry {key!r}")
-                layout.append((key, shape, dtype, nbytes))
-        except (ValueError, IndexError, struct.error, UnicodeDecodeError) as exc:
-            raise RuntimeError(f"shm group {self.group_name!r}: corrupt header from "
-                               f"{self.peer_labels[src]} ({exc})") from exc
-        if len(self._layouts) > 64:
-            self._layouts.clear()
-        self._layouts[header] = layout
-        return layout
-
+    # A message is one Layout (shm_header): the header, then each tensor at its offset. When it fits one
+    # half it takes the fast path: one wait, the copies, one publish. Larger ones stream chunk by chunk.
     def send(self, items: list[tuple[str, torch.Tensor]], dst: int) -> int:
         """Stream ``items`` to group rank ``dst``; returns once every chunk is in shared memory."""
         self._check(dst)
-        check_tensors(items)
-        header = self._header(items)
-        mine, peer_ctrl, mm = self._ctrl[self.rank], self._ctrl[dst], self._maps[self.rank]
-        addr, chunk, sent = self._addr[self.rank], self.chunk, _sent_slot(dst)
-        s = mine[sent] + 1
-        self._wait(dst, peer_ctrl, _acked_slot(self.rank), s - 2, "free a buffer half")
-        base = self._outbox(dst, s, self.rank)
-        mm[base:base + len(header)] = header
-        pos = _pad(len(header))
-        for _, t in items:
-            n, off, ptr = t.numel() * t.element_size(), 0, t.data_ptr()
-            pos = _pad(pos) if n else pos
+        layout = self._codec.encode(items)                # validated; packed once per layout
+        if layout.total > self.chunk:
+            return self._send_stream(layout, items, dst)
+        s, base = self._claim(dst)
+        self._copy_in(layout, items, base)
+        self._publish(dst, s)
+        return len(layout.header)
+
+    def recv(self, src: int) -> list[tuple[str, torch.Tensor]]:
+        """Receive one message from group rank ``src`` into fresh tensors."""
+        self._check(src)
+        expected = self._expect.get(src)                  # PP sends the same layout every step: allocate its
+        fresh = _allocate(expected) if expected else None   # tensors now, while the wait hides the cost
+        r, base = self._arrival(src)
+        layout = self._decode(src, base)
+        if layout.total > self.chunk:
+            self._expect.pop(src, None)
+            return self._recv_stream(layout, src, r)
+        if layout is not expected:
+            self._expect[src], fresh = layout, _allocate(layout)
+        tensors, destinations = fresh
+        for dst_bytes, src_bytes in zip(destinations, self._payload(src, r % 2, base, layout)):
+            dst_bytes[:] = src_bytes                      # the copy out
+        self._release(src, r)
+        return list(zip(layout.keys, tensors))
+
+    # the hand-off, shared by send/recv and the raw ping-pong the benchmark uses as its floor
+    def _claim(self, dst: int) -> tuple[int, int]:
+        """Wait until ``dst`` has consumed what was in the next half; its sequence number and offset."""
+        s = self._ctrl[self.rank][_sent_slot(dst)] + 1
+        self._wait(dst, self._ctrl[dst], _acked_slot(self.rank), s - 2, "free a buffer half")
+        return s, self._outbox(dst, s, self.rank)
+
+    def _publish(self, dst: int, s: int) -> None:
+        self._ctrl[self.rank][_sent_slot(dst)] = s        # the release store (x86 TSO): data before counter
+        self._ring(dst)
+
+    def _arrival(self, src: int) -> tuple[int, int]:
+        """Wait until ``src`` has published the next chunk; its sequence number and offset."""
+        r = self._ctrl[self.rank][_acked_slot(src)] + 1
+        self._wait(src, self._ctrl[src], _sent_slot(self.rank), r, "publish data")
+        return r, self._outbox(self.rank, r, src)
+
+    def _release(self, src: int, r: int) -> None:
+        self._ctrl[self.rank][_acked_slot(src)] = r       # hand the half back
+        self._ring(src)
+
+    def send_raw(self, data: memoryview, dst: int) -> None:
+        """The floor: the same hand-off carrying the bytes of ``data`` (<= one half), no header, no tensors."""
+        s, base = self._claim(dst)
+        self._mem[self.rank][base:base + len(data)] = data
+        self._publish(dst, s)
+
+    def recv_raw(self, out: memoryview, src: int) -> None:
+        r, base = self._arrival(src)
+        out[:] = self._mem[src][base:base + len(out)]
+        self._release(src, r)
+
+    # the phases of one message
+    def _copy_in(self, layout: Layout, items, base: int) -> None:
+        """Header and tensors into the own half at ``base`` (lengths from the validated layout)."""
+        mem = self._mem[self.rank]
+        mem[base:base + len(layout.header)] = layout.header
+        for (_, t), off, n in zip(items, layout.offsets, layout.nbytes):
+            mem[base + off:base + off + n] = _bytes_at(t.data_ptr(), n)
+
+    def _decode(self, src: int, base: int) -> Layout:
+        hlen = _HDR.unpack_from(self._mem[src], base)[2]
+        try:
+            if not _HDR.size <= hlen <= HEADER_ROOM:
+                raise ValueError(f"header length {hlen}")
+            return self._codec.decode(bytes(self._mem[src][base:base + hlen]))
+        except ValueError as exc:
+            raise RuntimeError(f"shm group {self.group_name!r}: corrupt header from "
+                               f"{self.peer_labels[src]} ({exc})") from None
+
+    def _payload(self, src: int, half: int, base: int, layout: Layout) -> list[memoryview]:
+        """Each tensor's bytes in ``src``'s half, as memoryview slices (cached per half and layout)."""
+        views = self._views.get((src, half, layout.header))
+        if views is None:
+            mem = self._mem[src]
+            views = [mem[base + off:base + off + n] for off, n in zip(layout.offsets, layout.nbytes)]
+            if len(self._views) >= 64:
+                self._views.clear()
+            self._views[(src, half, layout.header)] = views
+        return views
+
+    # messages larger than a half: stream chunk by chunk through both halves
+    def _send_stream(self, layout: Layout, items, dst: int) -> int:
+        chunk, addr = self.chunk, self._addr[self.rank]
+        s, base = self._claim(dst)
+        _memmove(addr + base, layout.header, len(layout.header))
+        pos = pad(len(layout.header))
+        for (_, t), n in zip(items, layout.nbytes):
+            off, ptr = 0, t.data_ptr()
+            pos = pad(pos) if n else pos
             while off < n:
                 if pos >= chunk:                          # this half is full: publish it, take the next
-                    mine[sent] = s
-                    self._ring(dst)
-                    s += 1
-                    self._wait(dst, peer_ctrl, _acked_slot(self.rank), s - 2, "free a buffer half")
-                    base, pos = self._outbox(dst, s, self.rank), 0
+                    self._publish(dst, s)
+                    s, base = self._claim(dst)
+                    pos = 0
                 k = min(n - off, chunk - pos)
                 _memmove(addr + base + pos, ptr + off, k)   # bounds: pos + k <= chunk, off + k <= n
                 pos += k
                 off += k
-        mine[sent] = s                                    # the release store (x86 TSO)
-        self._ring(dst)
-        return len(header)
+        self._publish(dst, s)
+        return len(layout.header)
 
-    def recv(self, src: int) -> list[tuple[str, torch.Tensor]]:
-        """Receive one message from group rank ``src`` into freshly allocated tensors."""
-        self._check(src)
-        mine, peer_ctrl, pmm = self._ctrl[self.rank], self._ctrl[src], self._maps[src]
-        addr, chunk, acked = self._addr[src], self.chunk, _acked_slot(src)
-        r = mine[acked] + 1
-        self._wait(src, peer_ctrl, _sent_slot(self.rank), r, "publish data")
+    def _recv_stream(self, layout: Layout, src: int, r: int) -> list[tuple[str, torch.Tensor]]:
+        chunk, addr = self.chunk, self._addr[src]
         base = self._outbox(self.rank, r, src)
-        hlen = _HDR.unpack_from(pmm, base)[2]
-        if not _HDR.size <= hlen <= HEADER_ROOM:
-            raise RuntimeError(f"shm group {self.group_name!r}: corrupt header from {self.peer_labels[src]}")
-        out = [(key, torch.empty(shape, dtype=dtype), n) for key, shape, dtype, n
-               in self._layout(pmm[base:base + hlen], src)]
-        pos = _pad(hlen)
-        for _, t, n in out:
+        out = layout.empty()
+        pos = pad(len(layout.header))
+        for t, n in zip(out, layout.nbytes):
             off, ptr = 0, t.data_ptr()
-            pos = _pad(pos) if n else pos
+            pos = pad(pos) if n else pos
             while off < n:
                 if pos >= chunk:                          # consumed this half: hand it back
-                    mine[acked] = r
-                    self._ring(src)
-                    r += 1
-                    self._wait(src, peer_ctrl, _sent_slot(self.rank), r, "publish data")
-                    base, pos = self._outbox(self.rank, r, src), 0
+                    self._release(src, r)
+                    r, base = self._arrival(src)
+                    pos = 0
                 k = min(n - off, chunk - pos)
                 _memmove(ptr + off, addr + base + pos, k)
                 pos += k
                 off += k
-        mine[acked] = r
-        self._ring(src)
-        return [(key, t) for key, t, _ in out]
+        self._release(src, r)
+        return list(zip(layout.keys, out))
+
+
+def _allocate(layout: Layout) -> tuple[list[torch.Tensor], list[memoryview]]:
+    """Fresh tensors for ``layout`` and writable memoryviews of their bytes."""
+    tensors = layout.empty()
+    return tensors, [_bytes_at(t.data_ptr(), n) for t, n in zip(tensors, layout.nbytes)]
+
+
+_BYTES_AT: dict[tuple[int, int], memoryview] = {}
+
+
+def _bytes_at(ptr: int, n: int) -> memoryview:
+    """``n`` bytes of process memory at ``ptr`` as a memoryview (no copy), cached by address: the
+    allocator hands a PP stage the same addresses step after step, and building a view costs as much
+    as ~5 copies of 4 KiB. Only ever used while a live tensor occupies those bytes."""
+    view = _BYTES_AT.get((ptr, n))
+    if view is None:
+        view = memoryview((ctypes.c_char * n).from_address(ptr)).cast("B") if n else memoryview(bytearray())
+        if len(_BYTES_AT) >= 256:
+            _BYTES_AT.clear()
+        _BYTES_AT[(ptr, n)] = view
+    return view
