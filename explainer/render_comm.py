@@ -20,8 +20,10 @@ from explainer.distributed.cpu_communicator import FALLBACK_LOG, NO_DICT_FASTPAT
 __all__ = ["masked", "selection_dot", "run_selection_dot", "tensor_dict_dot", "ranks_table_html", "describe_run", "frame_html",
            "bench_figure", "CSS"]
 
-TAKEN, OFF = "#1565c0", "#9e9e9e"
-GOOD, BAD, WARN = "#c8e6c9", "#ffcdd2", "#fff3e0"
+# Okabe-Ito based: blue = taken; light bluish green / vermillion / orange fills; every state also has a word or
+# a badge (✓ held, ✗ failed, ▶ taken), so nothing depends on telling the fills apart
+TAKEN, OFF = "#0072B2", "#9e9e9e"
+GOOD, BAD, WARN = "#d3efe5", "#fbe3d2", "#fdf0d0"
 
 CSS = """<style>
 .xp-comm{font:13px/1.35 system-ui,sans-serif;color:#222;max-width:980px}
@@ -31,14 +33,15 @@ CSS = """<style>
  vertical-align:top}
 .xp-comm table.xp-ranks th{background:#f5f5f5;font-weight:600}
 .xp-comm code{font:12px ui-monospace,monospace}
-.xp-comm .xp-shm{background:#c8e6c9}.xp-comm .xp-tdist{background:#fff3e0}
-.xp-comm .xp-error{background:#ffcdd2;color:#b71c1c}.xp-comm .xp-ok{background:#c8e6c9}
+.xp-comm .xp-shm{background:#d3efe5}.xp-comm .xp-tdist{background:#fdf0d0}
+.xp-comm .xp-error{background:#fbe3d2;color:#7a3600}.xp-comm .xp-ok{background:#d3efe5}
 .xp-comm .xp-log{font:11px ui-monospace,monospace;color:#5d4037}
 .xp-comm .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-comm .xp-legend span{display:inline-block;padding:0 5px;margin-right:6px;border:1px solid #ccc}
 .xp-comm table.xp-ranks{font-size:13px}
 .xp-comm .xp-graphs{display:flex;flex-direction:column;gap:8px;align-items:flex-start}
 .xp-comm .xp-graphs svg{max-width:100%;height:auto}
+.xp-comm .xp-scroll{max-width:100%;overflow-x:auto}
 </style>"""
 
 
@@ -78,6 +81,9 @@ def _node(nid: str, label: str, taken: bool, fill: str = GOOD, shape: str = "box
 
 def _edge(a: str, b: str, label: str, taken: bool) -> str:
     cls = "taken" if taken else "not-taken"
+    label = {"yes": "✓ yes", "no": "✗ no", "True": "✓ True", "False": "✗ False"}.get(label, label)
+    if taken and label:
+        label = "▶ " + label
     style = (f'color="{TAKEN}", penwidth=3, fontcolor="{TAKEN}"' if taken
              else f'color="{OFF}", style=dashed, fontcolor="{OFF}"')
     return f'  {a} -> {b} [id={_q(f"{a}->{b}")}, class="{cls}", label={_q(label)}, {style}];'
@@ -104,7 +110,7 @@ def _observed(c: Mapping | None) -> str:
     if c is None or c.get("value") is None:
         return "not evaluated (short-circuit)"
     detail = "" if c["name"] == "names_agree" else c.get("detail")   # the names are listed per rank
-    return ("yes" if c["value"] else "NO") + (f" ({detail})" if detail else "")
+    return ("✓ yes" if c["value"] else "✗ NO") + (f" ({detail})" if detail else "")
 
 
 def _wrap(text: str, width: int = 58) -> str:
@@ -149,9 +155,9 @@ def selection_dot(decision: Any) -> str:
     out.append(_edge(prev, "shm", "yes", shm))
     out.append(_edge("elif_kind", "fb_log", "yes: log", not shm and logged))
     out.append(_edge("elif_kind", "fb_silent", "no", not shm and not logged))
-    out.append(_legend(["legend", "blue, bold, filled: the path this rank took", "green: condition held / SHM",
-                        "red: condition failed", "orange: torch.distributed fallback",
-                        "grey dashed: not taken or not evaluated"]))
+    out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the path this rank took",
+                        "✓ yes: condition held   ✗ NO: condition failed",
+                        "diamond: vLLM's elif (prefix only)", "dashed, grey text: not taken or not evaluated"]))
     out.append("}")
     return "\n".join(out)
 
@@ -205,21 +211,21 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
            _node("shm_stream", "_CPUSHMDistributed: the whole dict\nas one shared-memory stream (header with\n"
                                "keys, dtypes, shapes; then the bytes)",
                  custom and backend == "shm", GOOD),
-           _node("attr_error", "dist_module is the torch.distributed module:\n" + (
+           _node("attr_error", "✗ dist_module is the torch.distributed\nmodule:\n" + (
                "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 40) for r, e in errors
                          if e["type"] == "AttributeError")
                or "AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'"),
                  custom and "AttributeError" in etypes, BAD),
-           _node("nie", "post-#40150 guard (only on a direct call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 40),
+           _node("nie", "✗ post-#40150 guard (only on a\ndirect call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 40),
                  "NotImplementedError" in etypes, BAD),
            _node("generic", "generic path: send_object(metadata),\nthen one torch.distributed.send per\n"
                             "non-empty tensor over the gloo cpu_group\n(metadata: JSON here, pickle in vLLM)",
                  generic, GOOD),
-           _node("delivered", "rank 1 received:\n" + _wrap(_arrived(recv) or "-", 40) + "\nequal to what rank 0 sent: "
+           _node("delivered", "✓ rank 1 received:\n" + _wrap(_arrived(recv) or "-", 40) + "\nequal to what rank 0 sent: "
                               f"{recv.get('received_equal')}", delivered, GOOD)]
     other = [(r, e) for r, e in errors if e["type"] not in ("AttributeError", "NotImplementedError")]
     if other:
-        out.append(_node("other_error", "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 50)
+        out.append(_node("other_error", "\n".join(_wrap(f"✗ rank {r}: {e['type']}: {e['message']}", 50)
                                                   for r, e in other), True, BAD))
         out.append(_edge("generic" if generic else ("shm_stream" if backend == "shm" else "custom") if custom else "call",
                          "other_error", "fails", True))
@@ -231,8 +237,8 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
             _edge("custom", "nie", "torch.distributed, post-#40150", "NotImplementedError" in etypes),
             _edge("shm_stream", "delivered", "", delivered and custom),
             _edge("generic", "delivered", "", delivered and generic)]
-    out.append(_legend(["legend", "blue, bold: the route taken", "green: works", "red: the call fails",
-                        "grey dashed: not taken"]))
+    out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the route taken",
+                        "✓ delivered: works   ✗ error: the call fails", "dashed, grey text: not taken"]))
     out.append("}")
     return "\n".join(out)
 
@@ -241,10 +247,10 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
 def _outcome(info: Mapping) -> tuple[str, str]:
     if info.get("error"):
         e = info["error"]
-        return "xp-error", f"{e['type']}: {e['message']}"
+        return "xp-error", f"✗ {e['type']}: {e['message']}"
     if info.get("received_equal") is not None:
-        return "xp-ok", f"received {_arrived(info)}; equal to what was sent: {info['received_equal']}"
-    return "xp-ok", f"sent {_arrived(info)}"
+        return "xp-ok", f"✓ received {_arrived(info)}; equal to what was sent: {info['received_equal']}"
+    return "xp-ok", f"✓ sent {_arrived(info)}"
 
 
 def ranks_table_html(per_rank: Sequence[Mapping], *, css: bool = True) -> str:
@@ -267,8 +273,9 @@ def ranks_table_html(per_rank: Sequence[Mapping], *, css: bool = True) -> str:
         tds = "".join(f'<td{" class=" + chr(34) + klass(i) + chr(34) if klass else ""} '
                       f'data-rank="{i["rank"]}" data-row="{escape(title)}">{cell(i)}</td>' for i in ranks)
         body.append(f"<tr><th>{escape(title)}</th>{tds}</tr>")
-    legend = ('<div class="xp-legend"><span class="xp-shm">shared memory</span><span class="xp-tdist">'
-              'torch.distributed (gloo)</span><span class="xp-ok">worked</span><span class="xp-error">failed</span>'
+    legend = ('<div class="xp-legend">backend and outcome are written in each cell; fills repeat them: '
+              '<span class="xp-shm">shm</span><span class="xp-tdist">torch.distributed (gloo)</span>'
+              '<span class="xp-ok">✓ worked</span><span class="xp-error">✗ failed</span>'
               ' PORT@nodeK = the free port node K\'s executor picked (vLLM\'s VLLM_DIST_IDENT)</div>')
     return (CSS if css else "") + ('<div class="xp-comm"><table class="xp-ranks" id="xp-comm-ranks">' + head
                                    + "".join(body) + "</table>" + legend + "</div>")

@@ -23,7 +23,7 @@ from explainer.render_canvas import Glyphs
 from explainer.trace import Trace
 
 __all__ = ["CSS", "crossing", "never_sent", "stages_dot", "diverged_fields", "rank_views_html", "event_dot",
-           "key_events", "bytes_table_html", "accuracy_table_html", "sc_bytes"]
+           "key_events", "frame_caption", "bytes_table_html", "accuracy_table_html", "sc_bytes"]
 
 STATE_FIELDS = ("is_encoder_phase", "self_conditioning_embeds", "draft_tokens")   # what non-last ranks read
 VIEW_ROWS = ("canvas", "draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "step", "num_computed_tokens")
@@ -38,23 +38,26 @@ CSS = """<style>
 .xp-pp .xp-io{margin:2px 0;color:#333}.xp-pp .xp-io b{color:#555;font-weight:600}
 .xp-pp .xp-cols{display:flex;gap:10px;align-items:flex-start;margin:4px 0}
 .xp-pp .xp-rank{border:1px solid #bbb;border-radius:4px;padding:4px 6px;background:#fff}
-.xp-pp .xp-rank.xp-acting{border:2px solid #1565c0}
+.xp-pp .xp-rank.xp-acting{border:3px solid #0072B2}
 .xp-pp .xp-rank h4{margin:0 0 3px;font-size:13px}
 .xp-pp table.xp-view{border-collapse:collapse}
 .xp-pp table.xp-view th{text-align:right;font-weight:400;color:#555;padding:1px 6px 1px 0;white-space:nowrap}
 .xp-pp table.xp-view td{padding:1px 4px;border-radius:3px}
-.xp-pp .xp-diverged{background:#ffcdd2;outline:2px solid #c62828;color:#b71c1c;font-weight:600}
-.xp-pp .xp-stale{background:#ffe0b2;outline:1px dashed #e65100}
+.xp-pp .xp-diverged{background:#fbe3d2;outline:3px solid #D55E00;color:#7a3600;font-weight:600}
+.xp-pp .xp-stale{background:#fdf0d0;outline:2px dashed #E69F00}
+.xp-pp .xp-badge{font:700 10px/1 system-ui,sans-serif;padding:1px 3px;border-radius:2px;margin-right:3px;
+ background:#fff;border:1px solid currentColor;white-space:nowrap}
+.xp-pp .xp-aside{font-size:11px;color:#666;font-style:italic}
 .xp-pp .xp-tok{display:inline-block;min-width:1.1em;text-align:center;font:13px/1.2 ui-monospace,monospace;
  border:1px solid #ccc;border-radius:2px;margin:0 1px;background:#fafafa}
 .xp-pp .xp-flow{display:flex;align-items:center;gap:6px;margin:6px 0;font-size:12px}
 .xp-pp .xp-node{border:1px solid #999;border-radius:4px;padding:3px 6px;background:#f5f5f5;min-width:9em}
-.xp-pp .xp-node.xp-acting{border:2px solid #1565c0;background:#e3f2fd}
-.xp-pp .xp-arrow{flex:1;text-align:center;color:#1565c0;border-bottom:2px solid #1565c0;padding:0 4px 2px}
-.xp-pp .xp-arrow.xp-none{color:#999;border-bottom:1px dotted #bbb}
-.xp-pp .xp-arrow.xp-err,.xp-pp .xp-red{color:#c62828;border-color:#c62828}
+.xp-pp .xp-node.xp-acting{border:3px solid #0072B2;background:#e1eef8}
+.xp-pp .xp-arrow{flex:1;text-align:center;color:#0072B2;border-bottom:2px solid #0072B2;padding:0 4px 2px}
+.xp-pp .xp-arrow.xp-none{color:#888;border-bottom:1px dotted #bbb}
+.xp-pp .xp-arrow.xp-err,.xp-pp .xp-red{color:#B54D00;border-color:#D55E00}
 .xp-pp .xp-text{font:13px ui-monospace,monospace;background:#f8f8f8;padding:1px 4px}
-.xp-pp .xp-text .xp-bad{background:#ffcdd2;color:#b71c1c}
+.xp-pp .xp-text .xp-bad{background:#fbe3d2;color:#7a3600;text-decoration:underline wavy #D55E00}
 .xp-pp .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-pp table.xp-tbl{border-collapse:collapse;margin:4px 0}
 .xp-pp table.xp-tbl td,.xp-pp table.xp-tbl th{border:1px solid #ddd;padding:2px 8px;text-align:right}
@@ -161,8 +164,8 @@ def stages_dot(source) -> str:
         out += [f"  {a} -> {b};" for a, b in zip(chain, chain[1:])]
         for f in sorted(reads.get(r, ())):
             target = f"r{r}_{READER[f]}" if f"r{r}_{READER[f]}" in chain else f"r{r}_layers"
-            out.append(f'  r{r}_state -> {target} [style=dotted, color="#7e57c2", label={_dot_str("reads " + f)}];')
-    out.append(f'  r{last}_sampler -> r{last}_state [color="#1565c0", label="writes every step"];')
+            out.append(f'  r{r}_state -> {target} [style=dotted, color="#CC79A7", label={_dot_str("reads " + f)}];')
+    out.append(f'  r{last}_sampler -> r{last}_state [color="#0072B2", label="writes every step"];')
     for r in range(last):                                           # forward: IntermediateTensors
         names = [n for n in ("hidden_states", "residual") if n in cross]
         if names:
@@ -171,23 +174,25 @@ def stages_dot(source) -> str:
     back = [n for n in ("sampled_token_ids", "num_sampled_num_rejected") if n in cross]
     for r in range(last):
         if back:
-            out.append(f'  r{last}_sampler -> r{r}_state [penwidth=2, color="#1565c0", label='
+            out.append(f'  r{last}_sampler -> r{r}_state [penwidth=2, color="#0072B2", label='
                        + _dot_str("back-channel broadcast\n" + "\n".join(lab(n) for n in back)) + "];")
         wanted = [f for f in STATE_FIELDS if f in reads.get(r, ())]
         stale = [f for f in wanted if f in missing]
         synced = [f for f in wanted if f not in missing and f in cross
                   and (cross[f].get("receiver", r) == r or cross[f]["op"] == "broadcast")]
         if stale:          # read on this rank, carried by no transfer of the run
-            out.append(f'  r{last}_state -> r{r}_state [style=dashed, penwidth=2, color="#c62828", fontcolor="#c62828", '
-                       "label=" + _dot_str("never sent (stale on rank %d):\n" % r
+            out.append(f'  r{last}_state -> r{r}_state [style=dashed, penwidth=2, color="#D55E00", fontcolor="#B54D00", '
+                       "label=" + _dot_str("✗ never sent (STALE on rank %d):\n" % r
                                            + "\n".join(f"{f}  {FIELD_SHAPE[f]}" for f in stale)) + "];")
         if synced:
-            out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#2e7d32", fontcolor="#2e7d32", label='
-                       + _dot_str("state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
-    keys = ["legend", "dotted purple: a rank reads its own copy of the state", "blue: the sampler's writes"]
+            out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#009E73", fontcolor="#00704f", label='
+                       + _dot_str("✓ state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
+    keys = ["legend", "dotted arrow 'reads': a rank reads its own copy of the state",
+            "arrow 'writes every step': the sampler's writes"]
     if pp > 1:
-        keys += ["black: IntermediateTensors, forward", "blue, to rank 0: back-channel broadcast",
-                 "dashed red: read there but not carried by any transfer (stale)", "green: sent by state sync"]
+        keys += ["thick arrow 'IntermediateTensors': forward", "thick arrow 'back-channel broadcast': to rank 0",
+                 "dashed arrow '✗ never sent': read there, carried by no transfer (STALE)",
+                 "thick arrow '✓ state sync': sent every step by state sync"]
     out.append('  legend [shape=note, fillcolor="#fffde7", label=' + _dot_str("\n".join(keys)) + "];")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -265,8 +270,8 @@ def _texts(trace: Trace, i: int, reference: Trace | None) -> str:
                              for k, c in enumerate(mine))
             line = (f'<b>output so far</b> {escape(rid)}: <span class="xp-text">{marked or "&nbsp;"}</span> '
                     f'vs PP=1 <span class="xp-text">{escape(ref) or "&nbsp;"}</span>'
-                    + (' <span class="xp-red" data-role="text-differs">differs from PP=1</span>' if mine != ref
-                       else ' <span data-role="text-same">same as PP=1</span>'))
+                    + ( <span class="xp-red" data-role="text-differs">≠ differs from PP=1</span>' if mine != ref
+                       else  <span data-role="text-same">✓ same as PP=1</span>'))
         rows.append(line)
     return '<div class="xp-io" data-role="text">' + "<br>".join(rows) + "</div>"
 
@@ -280,7 +285,7 @@ def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
     for r in range(pp):
         start, end = layers.get(str(r), [0, 0])
         role = " · sampler" if r == pp - 1 else ""
-        bad = (f'<br><span class="xp-red">stale: {escape(", ".join(stale[r]))}</span>' if stale.get(r) else "")
+        bad = (f'<br><span class="xp-red">STALE: {escape(", ".join(stale[r]))}</span>' if stale.get(r) else "")
         boxes.append(f'<div class="xp-node{" xp-acting" if r == e.rank else ""}" data-rank="{r}">'
                      f'<b>rank {r}</b> · layers {start}..{end - 1}{role}{bad}</div>')
     if pp == 1:
@@ -299,12 +304,13 @@ def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
 
 
 LEGEND = ('<div class="xp-legend" id="{fid}-legend"><b>legend</b> '
-          '<span class="xp-diverged">&nbsp;red&nbsp;</span> read by this rank in this event and different from the '
-          'owner (last rank, where the sampler writes the state): a divergence · '
-          '<span class="xp-stale">&nbsp;amber&nbsp;</span> stale: state this rank reads when it prepares a step, different '
-          'from the owner\'s, not read in this event · canvas and step are the sampler\'s own bookkeeping, '
-          'never read by other ranks, never highlighted · '
-          'blue box = the rank acting in this event · arrow = tensors that crossed ranks · '
+          '<span class="xp-diverged"><span class="xp-badge">≠ READ</span>solid outline</span> read by this rank in '
+          'this event and different from the owner (last rank, where the sampler writes the state): a divergence · '
+          '<span class="xp-stale"><span class="xp-badge">STALE</span>dashed outline</span> state this rank reads when '
+          'it prepares a step, different from the owner\'s, not read in this event · canvas and step are the '
+          'sampler\'s own bookkeeping, never read by other ranks, so never marked (a differing canvas says so) · '
+          'thick box, ▶ acting = the rank acting in this event · arrow = tensors that crossed ranks · '
+          'wavy underline = output characters that differ from PP=1 · '
           '<span class="xp-text">␣</span> space, · pad, ⏎ end of text · ‖·‖ = L2 norm of the SC embeddings</div>')
 
 
@@ -321,7 +327,16 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
     cols, stale, amber_all = [], {}, set()
     for r in sorted(e.views):
         rows = []
-        for rid, view in sorted(e.views[r].items()):
+        reqs = {rid: v for rid, v in e.views[r].items() if e.warmup or not rid.startswith("_warmup_")}
+        left = len(e.views[r]) - len(reqs)
+        if left:
+            rows.append(f'<tr><td colspan="2" class="xp-aside" data-role="warmup-left">{left} <code>_warmup_</code> '
+                        f"request{'s' if left != 1 else ''} from warmup_kernels in this rank's last snapshot, "
+                        "hidden (gone once the rank next acts)</td></tr>")
+        if not reqs:
+            rows.append('<tr><td colspan="2" class="xp-aside" data-role="no-request">no user request on this rank '
+                        "yet: it adds <code>req-0</code> when it first runs a step</td></tr>")
+        for rid, view in sorted(reqs.items()):
             theirs = owner_view.get(rid, {})
             rows.append(f'<tr><th colspan="2" style="text-align:left">{escape(rid)}</th></tr>')
             for name in VIEW_ROWS:
@@ -332,9 +347,13 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
                     stale[r].append(name)                   # once per rank, however many requests differ
                 if cls == "xp-stale":
                     amber_all.add(name)
-                rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{_value(name, view.get(name))}'
-                            f"</td></tr>")
-        role = " (owner: sampler)" if r == owner else ""
+                badge = {"xp-diverged": '<span class="xp-badge">≠ READ</span>',
+                         "xp-stale": '<span class="xp-badge">STALE</span>'}.get(cls, "")
+                aside = (' <span class="xp-aside">differs: own copy, not read by this rank</span>'
+                         if differs and not cls and name == "canvas" else "")
+                rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{badge}'
+                            f"{_value(name, view.get(name))}{aside}</td></tr>")
+        role = (" (owner: sampler)" if r == owner else "") + (" ▶ acting" if r == e.rank else "")
         cols.append(f'<div class="xp-rank{" xp-acting" if r == e.rank else ""}" data-rank="{r}" '
                     f'id="{fid}-rank{r}"><h4>rank {r}{role}</h4><table class="xp-view">{"".join(rows)}</table></div>')
     who = "engine" if e.rank is None else f"rank {e.rank}"
@@ -349,9 +368,10 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
     if got:
         io.append("<b>receives</b> " + "; ".join(f"{_tensor(t)} ← rank {t.sender}" for t in got))
     if e.data.get("error"):
-        io.append(f'<b class="xp-red">error</b> {escape(e.data["error"]["type"])}: {escape(e.data["error"]["message"])}')
+        io.append(f'<b class="xp-red">✗ error</b> {escape(e.data["error"]["type"])}: {escape(e.data["error"]["message"])}')
     if red:
-        io.append(f'<b class="xp-red">diverged</b> rank {e.rank} reads {", ".join(red)} that differ from rank {owner}\'s')
+        io.append(f'<b class="xp-red">≠ diverged</b> rank {e.rank} reads {", ".join(red)} that differ from rank '
+                  f"{owner}'s")
     if note:
         io.append(f"<i>{escape(note)}</i>")
     body = (f'<div class="xp-pp" id="{fid}" data-event="{event_index}" data-step="{e.step}" '
@@ -371,7 +391,7 @@ def event_dot(trace: Trace, event_index: int) -> str:
            '  graph [fontname="Helvetica", fontsize=11, label='
            + _dot_str(f"{'warmup ' if e.warmup else ''}engine step {e.step}, "
                       f"{'engine' if e.rank is None else 'rank ' + str(e.rank)}, {e.phase}\n"
-                      "legend: red = stale state (differs from the owner) or an error; thick = acting rank; "
+                      "legend: STALE = state differs from the owner; ✗ = error; thick outline = acting rank; "
                       "edge = tensors of this event") + "];",
            '  node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
@@ -386,17 +406,42 @@ def event_dot(trace: Trace, event_index: int) -> str:
                     label = f"{f}{' (read here)' if f in red and r == e.rank else ''}"
                     bad += [label] if label not in bad else []
         if e.rank == r and e.data.get("error"):
-            lines.append(f"{e.data['error']['type']}")
-        attrs = 'color="#c62828", fontcolor="#c62828"' if bad or (e.rank == r and e.data.get("error")) else ""
+            lines.append(f"✗ {e.data['error']['type']}")
+        attrs = 'color="#D55E00", fontcolor="#B54D00"' if bad or (e.rank == r and e.data.get("error")) else ""
         if e.rank == r:
             attrs += (", " if attrs else "") + 'penwidth=2, fillcolor="#e3f2fd"'
-        label = "\n".join(lines + (["stale: " + ", ".join(bad)] if bad else []))
+        label = "\n".join(lines + (["STALE: " + ", ".join(bad)] if bad else []))
         out.append(f"  rank{r} [label={_dot_str(label)}{', ' + attrs if attrs else ''}];")
     for t in e.transfers or _received(trace, event_index):
         out.append(f"  rank{t.sender} -> rank{t.receiver} [label={_dot_str(_tensor(t))}"
-                   + (', color="#1565c0"' if t.op == "broadcast" else "") + "];")
+                   + (', color="#0072B2"' if t.op == "broadcast" else "") + "];")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+# ---- captions ------------------------------------------------------------------------------------------
+def frame_caption(trace: Trace, event_index: int, note: str = "") -> str:
+    """What happens at this event, in one line (the stepper shows it as "frame k of N · …")."""
+    e = trace.events[event_index]
+    who = "engine" if e.rank is None else f"rank {e.rank}"
+    head = f"{'warmup ' if e.warmup else ''}engine step {e.step} · {who} {e.phase}"
+    red = diverged_fields(trace, event_index)
+    got = _received(trace, event_index)
+    emitted = [t for ids in e.data.get("emitted", {}).values() for t in ids]
+    if e.data.get("error"):
+        what = f"✗ {e.data['error']['type']}"
+    elif red:
+        what = f"≠ reads {', '.join(red)}, which differ from rank {trace.owner_rank}'s"
+    elif e.transfers:
+        what = (f"sends {', '.join(dict.fromkeys(t.name for t in e.transfers))} → rank "
+                f"{', '.join(str(r) for r in dict.fromkeys(t.receiver for t in e.transfers))}")
+    elif got:
+        what = f"receives {', '.join(dict.fromkeys(t.name for t in got))} from rank {got[0].sender}"
+    elif emitted:
+        what = f"emits '{task.decode(emitted)}'"
+    else:
+        what = e.detail if len(e.detail) <= 70 else e.detail[:67] + "…"
+    return f"{head}: {what}" + (f" · {note}" if note else "")
 
 
 # ---- frame selection ----------------------------------------------------------------------------------

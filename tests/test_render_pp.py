@@ -30,7 +30,7 @@ def test_stages_dot_generic_draws_the_never_sent_state_dashed_red(runs):
     assert never_sent(t) == ["is_encoder_phase", "self_conditioning_embeds", "draft_tokens"]
     stale = [line for line in src.splitlines() if "never sent" in line]
     assert len(stale) == 1 and "r1_state -> r0_state" in stale[0] and "style=dashed" in stale[0]
-    assert "#c62828" in stale[0]
+    assert "#D55E00" in stale[0] and "✗ never sent (STALE on rank 0)" in stale[0]
     for f, shape in (("is_encoder_phase", "bool [n]"), ("self_conditioning_embeds", "float32 [n, CL, H]"),
                      ("draft_tokens", "int64 [n, CL]")):
         assert f"{f}  {shape}" in stale[0]
@@ -172,3 +172,43 @@ def test_stale_fields_are_listed_once_per_rank_however_many_requests_differ(runs
     (listed,) = re.findall(r"stale: ([^<]+)</span>", html)
     fields = listed.split(", ")
     assert sorted(fields) == ["draft_tokens", "is_encoder_phase"] and len(fields) == len(set(fields))
+
+
+def test_frames_carry_badges_not_only_colours(runs):
+    t = runs["pp2-pre-fix-int64"].trace
+    div = t.first_divergence()
+    html = rank_views_html(t, div["event"])
+    for field in div["fields"]:
+        cell = re.search(rf'<td class="xp-diverged" data-field="{field}">(.*?)</td>', html).group(1)
+        assert cell.startswith('<span class="xp-badge">≠ READ</span>')
+    for cell in re.findall(r'<td class="xp-stale" data-field="[a-z_]+">(.*?)</td>', html):
+        assert cell.startswith('<span class="xp-badge">STALE</span>')
+    legend = re.search(r'id="xp-pp-event-\d+-legend">(.*?)</div>', html).group(1)
+    assert "≠ READ" in legend and "STALE" in legend and " red" not in legend and "amber" not in legend
+    assert "≠ diverged" in html
+
+
+def test_user_frames_hide_warmup_leftovers_and_say_why_canvas_is_not_marked(runs):
+    t = runs["pp2-pre-fix-int64"].trace
+    first_user = next(e for e in t.events if not e.warmup and e.rank is not None)
+    html = rank_views_html(t, first_user.index)
+    rows = re.findall(r"<tr><th colspan=\"2\" style=\"text-align:left\">([^<]+)</th></tr>", html)
+    assert not any(r.startswith("_warmup_") for r in rows)
+    if any(rid.startswith("_warmup_") for v in first_user.views.values() for rid in v):
+        assert 'data-role="warmup-left"' in html
+    div = t.first_divergence()
+    later = rank_views_html(t, div["event"])
+    e = t.events[div["event"]]
+    if e.views[0]["req-0"]["canvas"] != e.views[t.owner_rank]["req-0"]["canvas"]:
+        assert "differs: own copy, not read by this rank" in later
+
+
+def test_frame_caption_names_the_divergence(runs):
+    from explainer.render_pp import frame_caption
+    t = runs["pp2-pre-fix-int64"].trace
+    div = t.first_divergence()
+    cap = frame_caption(t, div["event"])
+    assert cap.startswith(f"engine step {div['step']} · rank 0 prepare: ≠ reads ")
+    assert all(f in cap for f in div["fields"])
+    crash = next(e for e in runs["pp2-pre-fix"].trace.events if e.data.get("error"))
+    assert "✗ AssertionError" in frame_caption(runs["pp2-pre-fix"].trace, crash.index)
