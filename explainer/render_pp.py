@@ -191,8 +191,8 @@ def stages_dot(source) -> str:
             "arrow 'writes every step': the sampler's writes"]
     if pp > 1:
         keys += ["thick arrow 'IntermediateTensors': forward", "thick arrow 'back-channel broadcast': to rank 0",
-                 "dashed arrow '✗ never sent': read there, carried by no transfer (STALE)",
-                 "thick arrow '✓ state sync': sent every step by state sync"]
+                 "dashed arrow marked ✗: read there, carried by no transfer (STALE)",
+                 "thick arrow marked ✓: sent every step by state sync"]
     out.append('  legend [shape=note, fillcolor="#fffde7", label=' + _dot_str("\n".join(keys)) + "];")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -270,8 +270,8 @@ def _texts(trace: Trace, i: int, reference: Trace | None) -> str:
                              for k, c in enumerate(mine))
             line = (f'<b>output so far</b> {escape(rid)}: <span class="xp-text">{marked or "&nbsp;"}</span> '
                     f'vs PP=1 <span class="xp-text">{escape(ref) or "&nbsp;"}</span>'
-                    + ( <span class="xp-red" data-role="text-differs">≠ differs from PP=1</span>' if mine != ref
-                       else  <span data-role="text-same">✓ same as PP=1</span>'))
+                    + (' <span class="xp-red" data-role="text-differs">≠ differs from PP=1</span>' if mine != ref
+                       else ' <span data-role="text-same">✓ same as PP=1</span>'))
         rows.append(line)
     return '<div class="xp-io" data-role="text">' + "<br>".join(rows) + "</div>"
 

@@ -112,8 +112,8 @@ def test_event_dot_marks_stale_state_red_and_edges_carry_bytes(runs):
     t = runs["pp2-pre-fix-int64"].trace
     div = t.first_divergence()
     src = event_dot(t, div["event"])
-    assert 'rank0 [label="rank 0\\nstale: is_encoder_phase (read here), draft_tokens (read here)"' in src
-    assert 'color="#c62828"' in src
+    assert 'rank0 [label="rank 0\\nSTALE: is_encoder_phase (read here), draft_tokens (read here)"' in src
+    assert 'color="#D55E00"' in src
     bc = next(e for e in t.events if e.phase == "broadcast" and not e.warmup)
     assert 'rank1 -> rank0 [label="sampled_token_ids int64 [1, 9] 72 B"' in event_dot(t, bc.index)
 
@@ -169,7 +169,7 @@ def test_stale_fields_are_listed_once_per_rank_however_many_requests_differ(runs
     trace = runs["pp2-pre-fix"].trace                   # warmup: two _warmup_ requests, both stale on rank 0
     crash = next(e for e in trace.events if e.data.get("error"))
     html = rank_views_html(trace, crash.index)
-    (listed,) = re.findall(r"stale: ([^<]+)</span>", html)
+    (listed,) = re.findall(r"STALE: ([^<]+)</span>", html)
     fields = listed.split(", ")
     assert sorted(fields) == ["draft_tokens", "is_encoder_phase"] and len(fields) == len(set(fields))
 
