@@ -91,7 +91,7 @@ def _edge(a: str, b: str, label: str, taken: bool) -> str:
 
 def _legend(lines: Sequence[str]) -> str:
     return ('  legend [id="legend", shape=note, style=filled, fillcolor="#fffde7", color="#bdbdbd", fontsize=10, '
-            f"label={_q(chr(10).join(lines))}];")
+            f"label={_q(chr(10).join(lines))}];\n  {{ rank=sink; legend; }}")
 
 
 def _decision(decision: Any) -> dict:
@@ -102,8 +102,8 @@ def _decision(decision: Any) -> dict:
 STEPS = (("arch_allowed", "c_arch", "a. architecture in the allow-list?"),
          ("shm_ops_built", "c_ops", "b. shm ops built?\nhasattr(torch.ops._C, \"init_shm_manager\")"),
          ("group_kind_tp_pp", "c_kind", "c. group prefix tp or pp?\nunique_name.startswith((\"tp\", \"pp\"))"),
-         ("names_agree", "c_names", "d. all ranks computed the same SHM group name?\n"
-                                    "<ident>-<unique_name>-[<ranks>]-cpushm  (all_gather_object)"))
+         ("names_agree", "c_names", "d. all ranks computed the same\nSHM group name? (all_gather_object)\n"
+                                    "<ident>-<unique_name>-[<ranks>]-cpushm"))
 
 
 def _observed(c: Mapping | None) -> str:
@@ -113,7 +113,7 @@ def _observed(c: Mapping | None) -> str:
     return ("✓ yes" if c["value"] else "✗ NO") + (f" ({detail})" if detail else "")
 
 
-def _wrap(text: str, width: int = 58) -> str:
+def _wrap(text: str, width: int = 36) -> str:
     import textwrap
     return "\n".join(textwrap.fill(part, width) for part in text.split("\n"))
 
@@ -128,8 +128,8 @@ def selection_dot(decision: Any) -> str:
     out = ["digraph cpu_backend_selection {", "  rankdir=TB; nodesep=0.3; ranksep=0.32;",
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];',
            '  edge [fontname="Helvetica", fontsize=9];',
-           _node("start", f"CpuCommunicator.__init__  group {d['unique_name']}, global ranks {d['global_ranks']}\n"
-                          "dist_module = torch.distributed", True, "#e3f2fd")]
+           _node("start", f"CpuCommunicator.__init__\ngroup {d['unique_name']}, global ranks {d['global_ranks']}\n"
+                          "dist_module = torch.distributed", True, "#e1eef8")]
     reached = True
     for name, nid, text in STEPS:
         c = conds.get(name)
@@ -139,13 +139,13 @@ def selection_dot(decision: Any) -> str:
             label += "".join(f"\n  rank {i}: {n}" for i, n in enumerate(d["names_seen"]))
         out.append(_node(nid, label, reached and value is not None, GOOD if value else BAD))
         reached = reached and bool(value)
-    out.append(_node("shm", "dist_module = _CPUSHMDistributed(self)\n(create own segment, barrier, join peers)\n"
+    out.append(_node("shm", "dist_module =\n_CPUSHMDistributed(self)\n(own segment, barrier, join)\n"
                             "supports_tensor_dict = True", shm, GOOD))     # what this branch sets
-    out.append(_node("elif_kind", "elif unique_name.startswith((\"tp\", \"pp\"))?\n(the elif checks only the prefix)",
+    out.append(_node("elif_kind", "elif unique_name.startswith(\n(\"tp\", \"pp\"))?\n(checks only the prefix)",
                      not shm, WARN, "diamond"))
-    out.append(_node("fb_log", _wrap("INFO " + FALLBACK_LOG % d["unique_name"]) + "\nstays on torch.distributed"
+    out.append(_node("fb_log", _wrap("INFO " + FALLBACK_LOG % d["unique_name"], 52) + "\nstays on torch.distributed"
                      "\nsupports_tensor_dict = False", not shm and logged, WARN))
-    out.append(_node("fb_silent", "stays on torch.distributed, no log line\nsupports_tensor_dict = False",
+    out.append(_node("fb_silent", "stays on torch.distributed,\nno log line\nsupports_tensor_dict = False",
                      not shm and not logged, WARN))
     prev = "start"
     for i, (name, nid, _) in enumerate(STEPS):
@@ -178,10 +178,10 @@ def _gate_label(info: Mapping) -> str:
     if info.get("gate") == "pre-40150":
         return ("gate (pre-#40150): does the build have the op?\nuse_cpu_custom_send_recv = is_cpu() and\n"
                 "  hasattr(torch.ops._C, \"init_shm_manager\")\n"
-                f"observed: is_cpu={gi.get('is_cpu')}, shm_ops_built={gi.get('shm_ops_built')} -> {flag}")
+                f"observed: is_cpu={gi.get('is_cpu')},\n  shm_ops_built={gi.get('shm_ops_built')} -> {flag}")
     return ("gate (post-#40150): ask the communicator\nuse_cpu_custom_send_recv = is_cpu() and\n"
-            "  device_communicator and\n  getattr(device_communicator, \"supports_tensor_dict\", False)\n"
-            f"observed: is_cpu={gi.get('is_cpu')}, device_communicator={gi.get('device_communicator')},\n"
+            "  device_communicator and\n  getattr(device_communicator,\n    \"supports_tensor_dict\", False)\n"
+            f"observed: is_cpu={gi.get('is_cpu')},\n  device_communicator={gi.get('device_communicator')},\n"
             f"  supports_tensor_dict={gi.get('supports_tensor_dict')} -> {flag}")
 
 
@@ -203,25 +203,24 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
     delivered = not errors and recv.get("received_equal") is True
     out = ["digraph tensor_dict_routing {", "  rankdir=TB; nodesep=0.3; ranksep=0.32;",
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];', '  edge [fontname="Helvetica", fontsize=9];',
-           _node("call", "rank 0: GroupCoordinator.send_tensor_dict(d, dst=1)\n"
-                         "rank 1: GroupCoordinator.recv_tensor_dict(src=0)", True, "#e3f2fd"),
+           _node("call", "rank 0: GroupCoordinator\n  .send_tensor_dict(d, dst=1)\n"
+                         "rank 1: GroupCoordinator\n  .recv_tensor_dict(src=0)", True, "#e1eef8"),
            _node("gate", _gate_label(r0) if known else "gate: no rank reached it", known, WARN, "box"),
-           _node("custom", "custom path:\ndevice_communicator.send/recv_tensor_dict\n"
-                           f"(CpuCommunicator, backend observed:\n{backend})", custom, GOOD if backend == "shm" else BAD),
-           _node("shm_stream", "_CPUSHMDistributed: the whole dict\nas one shared-memory stream (header with\n"
-                               "keys, dtypes, shapes; then the bytes)",
+           _node("custom", "custom path:\ndevice_communicator\n  .send/recv_tensor_dict\n"
+                           f"(backend observed:\n{backend})", custom, GOOD if backend == "shm" else BAD),
+           _node("shm_stream", "_CPUSHMDistributed:\nthe whole dict as one\nshared-memory stream\n(header, then the bytes)",
                  custom and backend == "shm", GOOD),
            _node("attr_error", "✗ dist_module is the torch.distributed\nmodule:\n" + (
-               "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 40) for r, e in errors
+               "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 30) for r, e in errors
                          if e["type"] == "AttributeError")
-               or "AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'"),
+               or _wrap("AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'", 30)),
                  custom and "AttributeError" in etypes, BAD),
-           _node("nie", "✗ post-#40150 guard (only on a\ndirect call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 40),
+           _node("nie", "✗ post-#40150 guard (only on a\ndirect call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 30),
                  "NotImplementedError" in etypes, BAD),
-           _node("generic", "generic path: send_object(metadata),\nthen one torch.distributed.send per\n"
-                            "non-empty tensor over the gloo cpu_group\n(metadata: JSON here, pickle in vLLM)",
+           _node("generic", "generic path:\nsend_object(metadata),\nthen one torch.distributed.send\nper non-empty tensor (gloo)\n(metadata: JSON here,\npickle in vLLM)",
                  generic, GOOD),
-           _node("delivered", "✓ rank 1 received:\n" + _wrap(_arrived(recv) or "-", 40) + "\nequal to what rank 0 sent: "
+           _node("delivered", "✓ rank 1 received:\n" + ("\n".join(f"{t['name']} {t['dtype']} {t['shape']}" for t in recv.get("transfers") or []) or "-")
+                              + "\nequal to what rank 0 sent:\n"
                               f"{recv.get('received_equal')}", delivered, GOOD)]
     other = [(r, e) for r, e in errors if e["type"] not in ("AttributeError", "NotImplementedError")]
     if other:
@@ -233,8 +232,8 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
             _edge("gate", "custom", "True", custom),
             _edge("gate", "generic", "False", generic),
             _edge("custom", "shm_stream", "shm", custom and backend == "shm"),
-            _edge("custom", "attr_error", "torch.distributed, pre-#40150", custom and "AttributeError" in etypes),
-            _edge("custom", "nie", "torch.distributed, post-#40150", "NotImplementedError" in etypes),
+            _edge("custom", "attr_error", "torch.distributed,\npre-#40150", custom and "AttributeError" in etypes),
+            _edge("custom", "nie", "torch.distributed,\npost-#40150", "NotImplementedError" in etypes),
             _edge("shm_stream", "delivered", "", delivered and custom),
             _edge("generic", "delivered", "", delivered and generic)]
     out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the route taken",

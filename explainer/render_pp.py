@@ -105,7 +105,7 @@ def never_sent(trace: Trace) -> list[str]:
 
 
 def _label(name: str, c: Mapping) -> str:
-    return f"{name}  {c['dtype']} {c['shape']}  {c['bytes']:,} B/step"
+    return f"{name}\n  {c['dtype']} {c['shape']}  {c['bytes']:,} B/step"        # two short lines: fits 1000 px
 
 
 def _dot_str(s: str) -> str:
@@ -187,13 +187,13 @@ def stages_dot(source) -> str:
         if synced:
             out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#009E73", fontcolor="#00704f", label='
                        + _dot_str("✓ state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
-    keys = ["legend", "dotted arrow 'reads': a rank reads its own copy of the state",
-            "arrow 'writes every step': the sampler's writes"]
+    keys = ["legend", "dotted 'reads': a rank reads its", "  own copy of the state",
+            "'writes every step': the sampler"]
     if pp > 1:
-        keys += ["thick arrow 'IntermediateTensors': forward", "thick arrow 'back-channel broadcast': to rank 0",
-                 "dashed arrow marked ✗: read there, carried by no transfer (STALE)",
-                 "thick arrow marked ✓: sent every step by state sync"]
+        keys += ["thick 'IntermediateTensors': forward", "thick 'back-channel broadcast'", "dashed ✗: read, not carried (STALE)",
+                 "thick ✓: sent by state sync"]
     out.append('  legend [shape=note, fillcolor="#fffde7", label=' + _dot_str("\n".join(keys)) + "];")
+    out.append("  { rank=sink; legend; }")
     out.append("}")
     return "\n".join(out) + "\n"
 

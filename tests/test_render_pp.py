@@ -38,9 +38,9 @@ def test_stages_dot_generic_draws_the_never_sent_state_dashed_red(runs):
     c = crossing(t)
     assert c["hidden_states"]["dtype"] == "float32" and c["sampled_token_ids"]["dtype"] == "int64"
     assert c["sampled_token_ids"]["shape"] == [1, t.meta["canvas_length"] + 1]
-    assert f"hidden_states  float32 {c['hidden_states']['shape']}  {c['hidden_states']['bytes']:,} B/step" in src
-    assert f"sampled_token_ids  int64 [1, 9]  {c['sampled_token_ids']['bytes']} B/step" in src
-    assert "num_sampled_num_rejected  int32 [2, 1]  8 B/step" in src
+    assert f"hidden_states\\n  float32 {c['hidden_states']['shape']}  {c['hidden_states']['bytes']:,} B/step" in src
+    assert f"sampled_token_ids\\n  int64 [1, 9]  {c['sampled_token_ids']['bytes']} B/step" in src
+    assert "num_sampled_num_rejected\\n  int32 [2, 1]  8 B/step" in src
 
 
 def test_stages_dot_state_sync_draws_those_edges_as_real_transfers(runs):
@@ -48,8 +48,8 @@ def test_stages_dot_state_sync_draws_those_edges_as_real_transfers(runs):
     src = stages_dot(t)
     assert never_sent(t) == [] and "never sent" not in src and "style=dashed" not in src
     assert "state sync (#52015)" in src
-    assert "self_conditioning_embeds  float32 [1, 8, 64]  2,048 B/step" in src
-    assert "is_encoder_phase  bool [1]  1 B/step" in src and "draft_tokens  int64 [1, 8]  64 B/step" in src
+    assert "self_conditioning_embeds\\n  float32 [1, 8, 64]  2,048 B/step" in src
+    assert "is_encoder_phase\\n  bool [1]  1 B/step" in src and "draft_tokens\\n  int64 [1, 8]  64 B/step" in src
 
 
 def test_stages_dot_pp1_has_one_stage_and_no_crossing(runs):
