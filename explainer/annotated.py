@@ -136,9 +136,9 @@ def toy_source(dotted: str, around: str = "", context: int = 1) -> tuple[str, st
 CSS = """<style>
 .xp-ann{font:13px/1.4 system-ui,sans-serif;color:#222;max-width:980px}
 .xp-ann .xp-cols{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
-.xp-ann .xp-col{flex:1 1 420px;min-width:0}
-.xp-ann pre{font:12px/1.35 ui-monospace,monospace;background:#f7f7f7;border:1px solid #ddd;padding:6px;
- margin:3px 0;overflow-x:auto;white-space:pre}
+.xp-ann .xp-col{flex:1 1 400px;min-width:0}
+.xp-ann pre{font:11.5px/1.35 ui-monospace,monospace;background:#f7f7f7;border:1px solid #ddd;padding:6px;
+ margin:3px 0;white-space:pre-wrap;overflow-wrap:anywhere}
 .xp-ann .xp-del{background:#fbe3d2;display:block}.xp-ann .xp-add{background:#d3efe5;display:block}
 .xp-ann .xp-src{font-size:12px;color:#555}
 </style>"""

@@ -42,7 +42,7 @@ CSS = """<style>
 .xp-pp .xp-rank h4{margin:0 0 3px;font-size:13px}
 .xp-pp table.xp-view{border-collapse:collapse}
 .xp-pp table.xp-view th{text-align:right;font-weight:400;color:#555;padding:1px 6px 1px 0;white-space:nowrap}
-.xp-pp table.xp-view td{padding:1px 4px;border-radius:3px}
+.xp-pp table.xp-view td{padding:1px 4px;border-radius:3px;white-space:nowrap}
 .xp-pp .xp-diverged{background:#fbe3d2;outline:3px solid #D55E00;color:#7a3600;font-weight:600}
 .xp-pp .xp-stale{background:#fdf0d0;outline:2px dashed #E69F00}
 .xp-pp .xp-badge{font:700 10px/1 system-ui,sans-serif;padding:1px 3px;border-radius:2px;margin-right:3px;

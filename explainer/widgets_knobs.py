@@ -103,7 +103,7 @@ class SamplerKnobs:
 
 
 # ---- notebook 2 --------------------------------------------------------------------------------------
-def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 4) -> dict:
+def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3) -> dict:
     """A real engine run of one prompt at ``pp``/``mode`` next to PP=1, plus exact match on ``held_out``
     held-out prompts in the same configuration. The pre-#45828 model, since the post-fix one rejects PP > 1."""
     import contextlib
@@ -127,7 +127,7 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 4)
 class PPKnobs:
     """PP size, PP mode and prompt + Run → a real engine run: outcome, first divergence, accuracy, stepper."""
 
-    def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 4):
+    def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3):
         from explainer.pp_utils import STATE_SYNC_FIELDS
         self.held_out = held_out
         self.pp = W.ToggleButtons(options=[1, 2, 3, 4], value=pp, description="PP size",
