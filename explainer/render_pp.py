@@ -36,18 +36,20 @@ CSS = """<style>
 .xp-pp{font:13px/1.35 system-ui,sans-serif;color:#222;max-width:900px}
 .xp-pp .xp-head{font-weight:600;margin:2px 0 4px}
 .xp-pp .xp-io{margin:2px 0;color:#333}.xp-pp .xp-io b{color:#555;font-weight:600}
-.xp-pp .xp-cols{display:flex;gap:10px;align-items:flex-start;margin:4px 0}
+.xp-pp .xp-cols{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start;margin:4px 0}
 .xp-pp .xp-rank{border:1px solid #bbb;border-radius:4px;padding:4px 6px;background:#fff}
 .xp-pp .xp-rank.xp-acting{border:3px solid #0072B2}
 .xp-pp .xp-rank h4{margin:0 0 3px;font-size:13px}
 .xp-pp table.xp-view{border-collapse:collapse}
 .xp-pp table.xp-view th{text-align:right;font-weight:400;color:#555;padding:1px 6px 1px 0;white-space:nowrap}
 .xp-pp table.xp-view td{padding:1px 4px;border-radius:3px;white-space:nowrap}
+.xp-pp table.xp-view td.xp-aside{white-space:normal;min-width:14em;max-width:22em}
 .xp-pp .xp-diverged{background:#fbe3d2;outline:3px solid #D55E00;color:#7a3600;font-weight:600}
 .xp-pp .xp-stale{background:#fdf0d0;outline:2px dashed #E69F00}
 .xp-pp .xp-badge{font:700 10px/1 system-ui,sans-serif;padding:1px 3px;border-radius:2px;margin-right:3px;
  background:#fff;border:1px solid currentColor;white-space:nowrap}
-.xp-pp .xp-aside{font-size:11px;color:#666;font-style:italic}
+.xp-pp .xp-aside{font-size:11px;color:#666;font-style:italic;white-space:normal}
+.xp-pp span.xp-aside{display:block;max-width:16em}
 .xp-pp .xp-tok{display:inline-block;min-width:1.1em;text-align:center;font:13px/1.2 ui-monospace,monospace;
  border:1px solid #ccc;border-radius:2px;margin:0 1px;background:#fafafa}
 .xp-pp .xp-flow{display:flex;align-items:center;gap:6px;margin:6px 0;font-size:12px}
@@ -349,7 +351,7 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
                     amber_all.add(name)
                 badge = {"xp-diverged": '<span class="xp-badge">≠ READ</span>',
                          "xp-stale": '<span class="xp-badge">STALE</span>'}.get(cls, "")
-                aside = (' <span class="xp-aside">differs: own copy, not read by this rank</span>'
+                aside = ('<span class="xp-aside">differs: own copy, not read by this rank</span>'
                          if differs and not cls and name == "canvas" else "")
                 rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{badge}'
                             f"{_value(name, view.get(name))}{aside}</td></tr>")

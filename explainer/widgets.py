@@ -42,7 +42,8 @@ class Stepper:
 
     def __init__(self, frames: Sequence[str], *, description: str = "step", interval_ms: int = 700,
                  header: str | None = None, start: int = 0, captions: Sequence[str] | None = None,
-                 bookmarks: Mapping[str, int] | None = None, height: int | None = None):
+                 bookmarks: Mapping[str, int] | None = None, height: int | None = None,
+                 narrow_height: int | None = None):
         if not frames:
             raise ValueError("Stepper needs at least one frame (got 0)")
         if not 0 <= start < len(frames):
@@ -60,8 +61,13 @@ class Stepper:
                            description="play", layout=W.Layout(width="auto"))
         self.slider = W.IntSlider(value=start, min=0, max=last, step=1, description=description,
                                   continuous_update=True, layout=W.Layout(width="min(520px, 70vw)"))
+        uid = f"xp-stepper-{next(_ids)}"
         box = W.Layout(height=f"{height}px", overflow="auto") if height else W.Layout()
         self.stack = W.Stack([W.HTML(f) for f in self.shown], selected_index=start, layout=box)
+        self.stack.add_class(f"{uid}-frames")
+        styles = []
+        if height and narrow_height:          # a narrow page wraps the columns: a taller fixed box there
+            styles.append(f"@media (max-width: 900px) {{ .{uid}-frames {{ height: {narrow_height}px !important }} }}")
         # browser-side links: they keep working in a static HTML export, where Python observers are dead
         links = [W.jslink((self.play, "value"), (self.slider, "value")),
                  W.jslink((self.slider, "value"), (self.stack, "selected_index"))]
@@ -72,16 +78,16 @@ class Stepper:
         if self.bookmarks:
             labels = {k: label for label, k in self.bookmarks.items()}
             options = [(labels.get(k, f"{k}"), k) for k in range(n)]
-            uid = f"xp-jump-{next(_ids)}"
             self.jump = W.ToggleButtons(options=options, index=start, description="jump to",
                                         style={"button_width": "auto"}, tooltips=[labels.get(k, "") for k in range(n)])
-            self.jump.add_class("xp-jump").add_class(uid)
+            self.jump.add_class("xp-jump").add_class(f"{uid}-jump")
             links.append(W.jslink((self.jump, "index"), (self.slider, "value")))
             self.jump.observe(self._on_jump, names="index")
-            shown = ",".join(f".{uid} .widget-toggle-button:nth-of-type({k + 1})" for k in sorted(labels))
-            parts.append(W.HTML(f"<style>.{uid} .widget-toggle-button{{display:none}} {shown}"
-                                "{display:inline-block}</style>"))
+            shown = ",".join(f".{uid}-jump .widget-toggle-button:nth-of-type({k + 1})" for k in sorted(labels))
+            styles.append(f".{uid}-jump .widget-toggle-button{{display:none}} {shown}{{display:inline-block}}")
             parts.append(self.jump)
+        if styles:
+            parts.append(W.HTML("<style>" + " ".join(styles) + "</style>"))
         self.links = tuple(links)
         self.slider.observe(self._on_value, names="value")
         self.widget = W.VBox(parts + [self.stack])

@@ -13,7 +13,8 @@ from explainer.widgets import Stepper
 
 __all__ = ["frame_events", "frame_for", "rank_frames", "rank_stepper", "frame_bookmarks", "FRAME_HEIGHT"]
 
-FRAME_HEIGHT = 540          # px: the tallest PP=2 rank-view frame measured at 700 px width is 524 px: no page jump
+FRAME_HEIGHT = 540          # px: the tallest PP=2 rank-view frame measured at 1000 px content width is 496 px
+NARROW_HEIGHT = 800         # px: under 900 px the rank columns wrap; the tallest frame at 600 px content is 788 px
 
 
 def frame_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
@@ -69,4 +70,5 @@ def rank_stepper(trace: Trace, *, reference: Trace | None = None, max_frames: in
     captions = [frame_caption(trace, i, note) for i, note in events]
     return Stepper(rank_frames(trace, reference=reference, max_frames=max_frames), description="frame",
                    interval_ms=interval_ms, header=header, captions=captions,
-                   bookmarks=frame_bookmarks(trace, max_frames), height=height)
+                   bookmarks=frame_bookmarks(trace, max_frames), height=height,
+                   narrow_height=NARROW_HEIGHT if height else None)

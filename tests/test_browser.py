@@ -106,7 +106,7 @@ def test_lab_runs_notebook_2_and_the_stepper_follows_the_trace(expected):
         page.locator("#xp-pp-stepper").scroll_into_view_if_needed()
         _check_walk(page, expected)
         _check_jump(page, expected)
-        page.locator(FRAME).scroll_into_view_if_needed()
+        page.locator(FRAME).first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "notebook2-lab-rank-stepper.png"))
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count()
         assert errors == 0, "a cell wrote to stderr in the browser run"
@@ -124,6 +124,6 @@ def test_static_html_export_steps_without_a_kernel(expected, tmp_path):
         page.goto(html.as_uri())
         _check_walk(page, expected)
         _check_jump(page, expected)
-        page.locator(FRAME).scroll_into_view_if_needed()
+        page.locator(FRAME).first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "notebook2-static-rank-stepper.png"))
     shutil.copy(html, ARTIFACTS / html.name)
