@@ -47,7 +47,7 @@ def test_captions_fixed_height_and_jump_buttons_are_browser_side():
     s.slider.value = 1
     assert s.jump.index == 1                  # the buttons follow the slider (none of the bookmarks pressed)
     # only the bookmarked button is shown: a scoped style hides the others
-    style = next(c.value for c in s.widget.children if "<style>" in getattr(c, "value", ""))
+    style = next(c.value for c in s.widget.children if "<style>" in str(getattr(c, "value", "")))
     assert "nth-of-type(3)" in style and "display:none" in style
 
 
