@@ -1,19 +1,18 @@
 """Pipeline-parallel runs -> DOT source and HTML strings (pure; everything is read from a ``Trace``).
 
 * ``stages_dot``: the PP stages and what really crossed between them (forward ``IntermediateTensors``,
-  the back-channel broadcast), plus, dashed red, the state a non-last rank reads but no transfer carried.
-* ``rank_views_html``: every rank's view side by side at one event. A field is ``xp-diverged`` (red)
-  when this event reads it on a non-owner rank and its value differs from the owner's (the definition
-  of ``Trace.divergences``), ``xp-stale`` (amber) when it differs but is not read here.
-* ``event_dot``: one event as a small graph (for the few static diagrams; frames use HTML/CSS).
-* ``key_events``: the events worth a frame (transfers, reads, samples, the back-channel
-  receive, errors), with long runs of look-alike engine steps folded.
-* ``bytes_table_html`` / ``accuracy_table_html``.
+  the back-channel broadcast), plus, dashed and marked ✗, the state a non-last rank reads but no transfer carried.
+* ``rank_views_html``: every rank's view side by side at one event. A field is ``xp-diverged`` (badge
+  "≠ READ", solid outline) when this event reads it on a non-owner rank and its value differs from the
+  owner's (the definition of ``Trace.divergences``), ``xp-stale`` (badge "STALE", dashed) when it differs but
+  is not read here. Colours are Okabe-Ito and never the only cue.
+* ``event_dot``: one event as a small graph.
+* ``key_events`` / ``frame_caption`` (``render_pp_frames``): the events worth a frame, and what each shows.
+* ``bytes_table_html`` / ``accuracy_table_html`` (``render_pp_tables``).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from html import escape
 from typing import Mapping, Sequence
@@ -421,102 +420,6 @@ def event_dot(trace: Trace, event_index: int) -> str:
     return "\n".join(out) + "\n"
 
 
-# ---- captions ------------------------------------------------------------------------------------------
-def frame_caption(trace: Trace, event_index: int, note: str = "") -> str:
-    """What happens at this event, in one line (the stepper shows it as "frame k of N · …")."""
-    e = trace.events[event_index]
-    who = "engine" if e.rank is None else f"rank {e.rank}"
-    head = f"{'warmup ' if e.warmup else ''}engine step {e.step} · {who} {e.phase}"
-    red = diverged_fields(trace, event_index)
-    got = _received(trace, event_index)
-    emitted = [t for ids in e.data.get("emitted", {}).values() for t in ids]
-    if e.data.get("error"):
-        what = f"✗ {e.data['error']['type']}"
-    elif red:
-        what = f"≠ reads {', '.join(red)}, which differ from rank {trace.owner_rank}'s"
-    elif e.transfers:
-        what = (f"sends {', '.join(dict.fromkeys(t.name for t in e.transfers))} → rank "
-                f"{', '.join(str(r) for r in dict.fromkeys(t.receiver for t in e.transfers))}")
-    elif got:
-        what = f"receives {', '.join(dict.fromkeys(t.name for t in got))} from rank {got[0].sender}"
-    elif emitted:
-        what = f"emits '{task.decode(emitted)}'"
-    else:
-        what = e.detail if len(e.detail) <= 70 else e.detail[:67] + "…"
-    return f"{head}: {what}" + (f" · {note}" if note else "")
-
-
-# ---- frame selection ----------------------------------------------------------------------------------
-def _signature(trace: Trace, step_events: list) -> tuple:
-    sig = []
-    for e in step_events:
-        emitted = bool(e.data.get("emitted")) or bool(e.data.get("error"))
-        sig.append((e.rank, e.phase, re.sub(r"[\d.]+", "#", e.detail), tuple(diverged_fields(trace, e.index)), emitted))
-    return tuple(sig)
-
-
-def key_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
-    """(event index, note) for the events worth a frame: transfers, reads (prepare), samples, the
-    back-channel receive (what a non-last rank gets) and errors,
-    user steps only (warmup only if the run never got past it). Runs of > 3 look-alike engine steps keep
-    their first two and last step; the frame after a fold says which steps were folded."""
-    events = _user_events(trace)
-    keep = [e for e in events if e.transfers or e.reads or e.phase in ("sample", "receive") or e.data.get("error")]
-    steps: dict[tuple, list] = {}
-    for e in keep:
-        steps.setdefault((e.warmup, e.step), []).append(e)
-    keys = list(steps)
-    sigs = [_signature(trace, steps[k]) for k in keys]
-    chosen: list[tuple[int, str]] = []
-    i = 0
-    while i < len(keys):
-        j = i
-        while j + 1 < len(keys) and sigs[j + 1] == sigs[i]:
-            j += 1
-        run = keys[i: j + 1]
-        if len(run) > 3:
-            folded = f"engine steps {run[2][1]}..{run[-2][1]} folded: same pattern as step {run[1][1]}"
-            picks = [(run[0], ""), (run[1], ""), (run[-1], folded)]
-        else:
-            picks = [(k, "") for k in run]
-        for k, note in picks:
-            chosen += [(e.index, note if n == 0 else "") for n, e in enumerate(steps[k])]
-        i = j + 1
-    if len(chosen) > max_frames:                  # still too many: keep the first and last, thin the middle
-        n = len(chosen)
-        chosen = [chosen[round(k * (n - 1) / (max_frames - 1))] for k in range(max_frames)]
-    return chosen
-
-
-# ---- tables -------------------------------------------------------------------------------------------
-def sc_bytes(num_reqs: int, canvas_length: int, hidden_size: int, element_size: int = 4) -> int:
-    """Bytes of ``self_conditioning_embeds`` [num_reqs, CL, H] (fp32): what state sync sends each step."""
-    return num_reqs * canvas_length * hidden_size * element_size
-
-
-def bytes_table_html(traces: Mapping[str, Trace], css: bool = True) -> str:
-    """Per tensor name, bytes per engine step (median) in each run, side by side, with totals."""
-    per = {label: t.bytes_per_step() for label, t in traces.items()}
-    names = sorted({n for b in per.values() for n in b}, key=lambda n: (n in STATE_FIELDS, n))
-    head = "<tr><th>tensor</th>" + "".join(f"<th>{escape(k)}</th>" for k in per) + "</tr>"
-    rows = [f'<tr data-name="{escape(n)}"><td>{escape(n)}{" (state)" if n in STATE_FIELDS else ""}</td>'
-            + "".join(f"<td>{b.get(n, 0):,}</td>" for b in per.values()) + "</tr>" for n in names]
-    rows.append("<tr><td><b>total</b></td>" + "".join(f"<td><b>{sum(b.values()):,}</b></td>" for b in per.values())
-                + "</tr>")
-    return ((CSS if css else "") + '<div class="xp-pp" id="xp-pp-bytes"><table class="xp-tbl">' + head
-            + "".join(rows) + '</table><div class="xp-legend">bytes per engine step, median over the run\'s steps '
-            "(a tensor absent in a step counts 0); (state) = sampler-owned state, sent only by state sync</div></div>")
-
-
-def accuracy_table_html(rows: Sequence[Mapping], css: bool = True) -> str:
-    """Rows of ``commands.accuracy.evaluate`` (+ ``identical_to_pp1``) as a table."""
-    body = []
-    for r in rows:
-        acc = f"{r['exact_match']:.0%}" if r.get("exact_match") is not None else escape(str(r.get("outcome")))
-        same = r.get("identical_to_pp1")
-        same = "-" if same is None else f"{same}/{r['n']}"
-        body.append(f'<tr data-label="{escape(r["label"])}"><td>{escape(r["label"])}</td><td>{escape(r["model"])}</td>'
-                    f"<td>{acc}</td><td>{same}</td></tr>")
-    return ((CSS if css else "") + '<div class="xp-pp" id="xp-pp-accuracy"><table class="xp-tbl"><tr><th>run</th>'
-            "<th>model</th><th>held-out exact match</th><th>same text as PP=1</th></tr>" + "".join(body)
-            + "</table></div>")
+# ---- captions, frame selection and tables live in their own modules (re-exported: one public face) ----
+from explainer.render_pp_frames import frame_caption, key_events  # noqa: E402,F401  (they import the above)
+from explainer.render_pp_tables import accuracy_table_html, bytes_table_html, sc_bytes  # noqa: E402,F401
