@@ -40,13 +40,16 @@ def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: di
     import torch
 
     from explainer import task
+    from explainer.engine import one_torch_thread
     from explainer.model import CachedLM
     from explainer.sampler import StepRecorder, generate
 
     cfg = {**gen_cfg, "entropy_bound": float(entropy_bound)}
     prompt = torch.tensor([task.encode(str(number))])
     rec = StepRecorder()
-    out = generate(CachedLM(model), prompt, generator=torch.Generator().manual_seed(int(seed)), recorder=rec, **cfg)
+    with one_torch_thread():                  # tiny tensors: intra-op threads only add contention
+        out = generate(CachedLM(model), prompt, generator=torch.Generator().manual_seed(int(seed)), recorder=rec,
+                       **cfg)
     return rec, prompt, task.decode(out[0, prompt.shape[1]:]), cfg
 
 
