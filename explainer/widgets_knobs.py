@@ -159,7 +159,8 @@ class PPKnobs:
         start = time.perf_counter()
         out = run_pp(self.pp.value, self.mode.value, self.number.value, held_out=self.held_out)
         res, ref, acc = out["result"], out["reference"], out["accuracy"]
-        self.stepper = rank_stepper(res.trace, reference=ref.trace) if res.trace.events else None
+        self.stepper = (rank_stepper(res.trace, reference=ref.trace, header_id="xp-pp-knob-stepper")
+                        if res.trace.events else None)
         ms = (time.perf_counter() - start) * 1e3
         div = out["first_divergence"]
         lines = [f"{_stamp(ms)} · PP={self.pp.value}, {self.mode.value}, prompt {self.number.value}: "

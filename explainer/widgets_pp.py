@@ -58,11 +58,12 @@ def frame_bookmarks(trace: Trace, max_frames: int = 100) -> dict[str, int]:
 
 
 def rank_stepper(trace: Trace, *, reference: Trace | None = None, max_frames: int = 100,
-                 interval_ms: int = 900, height: int | None = FRAME_HEIGHT) -> Stepper:
+                 interval_ms: int = 900, height: int | None = FRAME_HEIGHT,
+                 header_id: str = "xp-pp-stepper") -> Stepper:
     """Play + slider over the key events of ``trace``: every rank's view, divergent fields highlighted."""
     events = frame_events(trace, max_frames)
     first = next((k for k, (i, _) in enumerate(events) if diverged_fields(trace, i)), None)
-    header = (f'{CSS}<div class="xp-pp" id="xp-pp-stepper" data-frames="{len(events)}" '
+    header = (f'{CSS}<div class="xp-pp" id="{header_id}" data-frames="{len(events)}" '
               f'data-first-divergence-frame="{"" if first is None else first}">'
               f"{len(events)} frames over the {len(trace.events)} events of {trace.meta.get('scenario', 'the run')}"
               + (f"; the first divergence is frame {first + 1} (button ≠ first divergence)" if first is not None
