@@ -46,20 +46,10 @@ def _shown(page) -> tuple[str, str]:
 
 
 def _step_to(page, current: int, target: int) -> None:
-    handle = page.locator(".widget-slider .noUi-handle").nth(_stepper_index(page))
+    handle = page.locator(".widget-slider .noUi-handle").first   # the rank stepper is the notebook's first slider
     handle.focus()
     for _ in range(target - current):
         handle.press("ArrowRight")
-
-
-def _stepper_index(page) -> int:
-    """Index of the rank stepper's slider among the page's sliders (the first stepper of notebook 2)."""
-    return page.evaluate("""() => {
-        const frame = document.querySelector('[id^=xp-pp-frame-]');
-        const before = [...document.querySelectorAll('.widget-slider')]
-            .filter(s => s.compareDocumentPosition(frame) & Node.DOCUMENT_POSITION_FOLLOWING);
-        return before.length - 1;
-    }""")
 
 
 def _check_jump(page, expected: list[str]) -> None:
