@@ -21,10 +21,14 @@ from typing import Mapping, Sequence
 
 import torch
 
+from explainer.render_rules import ACCEPT, RENOISE, accept_rule_html, stop_rule_html
 from explainer.sampler import CanvasRecord, StepRecord, StepRecorder, linear_temperature
 
-__all__ = ["Glyphs", "CSS", "legend", "render_step", "render_commit", "render_summary", "render_temperatures",
-           "canvas_frames"]
+__all__ = ["Glyphs", "CSS", "BADGES", "legend", "render_step", "render_commit", "render_summary",
+           "render_temperatures", "canvas_frames", "canvas_story"]
+
+# a text badge on every state that colour alone would carry (colour-blind and greyscale safe)
+BADGES = {"accepted": ACCEPT, "renoised": RENOISE, "committed": "⇓"}
 
 DEFAULTS = dict(max_denoising_steps=48, entropy_bound=0.1, t_min=0.4, t_max=0.8, stability_threshold=1,
                 confidence_threshold=0.005, eos_token_id=None, pad_token_id=None)
@@ -34,24 +38,30 @@ CSS = """<style>
 .xp-frame .xp-head{font-weight:600;margin:2px 0 6px}
 .xp-frame .xp-cell{display:inline-block;min-width:1.6em;padding:2px 3px;margin:1px;text-align:center;
  font:14px/1.2 ui-monospace,monospace;border:1px solid #bbb;border-radius:3px;background:#fff;white-space:pre}
+.xp-frame .xp-cell sup{font:700 9px/1 system-ui,sans-serif;margin-left:1px}
 .xp-frame .xp-input{background:#f4f4f4;color:#555}
 .xp-frame .xp-candidate{background:#fff;color:#555;font-style:italic}
-.xp-frame .xp-accepted{background:#c8e6c9;border-color:#2e7d32;color:#1b5e20}
-.xp-frame .xp-renoised{background:#ffe0b2;border:1px dashed #e65100;color:#8d6e63}
-.xp-frame .xp-draft{background:#fff;border-style:dotted;color:#444}
-.xp-frame .xp-committed{background:#bbdefb;border:2px solid #1565c0;color:#0d47a1;font-weight:700}
-.xp-frame .xp-prefix{background:#ede7f6;border-color:#9575cd;color:#311b92}
+.xp-frame .xp-accepted{background:#d3efe5;border:2px solid #009E73;color:#00513b}
+.xp-frame .xp-renoised{background:#fbe3d2;border:2px dashed #D55E00;color:#7a3600}
+.xp-frame .xp-draft{background:#fff;border:1px dotted #555;color:#444}
+.xp-frame .xp-committed{background:#d0e6f5;border:3px double #0072B2;color:#003a5c;font-weight:700}
+.xp-frame .xp-prefix{background:#f4e4ee;border-color:#CC79A7;color:#5b2046}
 .xp-frame .xp-pad{color:#aaa}
-.xp-frame .xp-block{display:inline-block;margin-right:8px;padding:1px;border-bottom:2px solid #9575cd}
+.xp-frame .xp-block{display:inline-block;margin-right:8px;padding:1px;border-bottom:2px solid #CC79A7}
 .xp-frame table.xp-grid{border-collapse:collapse;margin:4px 0}
 .xp-frame table.xp-grid th{text-align:right;font-weight:400;color:#555;padding:0 8px 0 0;white-space:nowrap}
 .xp-frame table.xp-grid td{padding:0;text-align:center}
 .xp-frame .xp-pos{font-size:11px;color:#888}
 .xp-frame .xp-bar{width:2.2em;height:6px;background:#eee;margin:1px auto;border-radius:2px}
-.xp-frame .xp-bar>div{height:6px;background:#7e57c2;border-radius:2px}
+.xp-frame .xp-bar>div{height:6px;background:#0072B2;border-radius:2px}
 .xp-frame .xp-h{font-size:10px;color:#666}
 .xp-frame .xp-stop{margin:6px 0;padding:4px 6px;background:#fafafa;border-left:3px solid #999}
-.xp-frame .xp-yes{color:#2e7d32;font-weight:600}.xp-frame .xp-no{color:#c62828;font-weight:600}
+.xp-frame .xp-rule{margin:4px 0;padding:3px 6px;background:#fafafa;border-left:3px solid #56B4E9;font-size:12px}
+.xp-frame table.xp-sorted{border-collapse:collapse;margin:3px 0}
+.xp-frame table.xp-sorted td{border:1px solid #ddd;padding:1px 4px;font:11px/1.25 ui-monospace,monospace;
+ text-align:center}
+.xp-frame .xp-acc{color:#00513b}.xp-frame .xp-ren{color:#7a3600}
+.xp-frame .xp-yes{color:#00513b;font-weight:600}.xp-frame .xp-no{color:#7a3600;font-weight:600}
 .xp-frame .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-frame .xp-legend .xp-cell{font-size:11px;min-width:1.2em}
 .xp-frame .xp-legend .xp-item{white-space:nowrap;margin-right:6px}
@@ -90,18 +100,20 @@ class Glyphs:
 def _cell(glyphs: Glyphs, token: int, state: str, title: str = "") -> str:
     extra = " xp-pad" if int(token) in glyphs.pad else ""
     tip = f"id {int(token)}" + (f" · {title}" if title else "")
-    return f'<span class="xp-cell xp-{state}{extra}" title="{escape(tip)}">{escape(glyphs(token))}</span>'
+    badge = f"<sup>{BADGES[state]}</sup>" if state in BADGES else ""
+    return f'<span class="xp-cell xp-{state}{extra}" title="{escape(tip)}">{escape(glyphs(token))}{badge}</span>'
 
 
 def legend(fid: str = "xp") -> str:
     """The legend every frame carries."""
-    items = [("prefix", "a", "prompt / committed canvases (in the KV cache)"),
-             ("input", "a", "canvas the decoder saw"),
-             ("accepted", "a", "accepted: keeps the sampled candidate"),
-             ("renoised", "a", "renoised: fresh uniform random token"),
-             ("draft", "a", "argmax draft (staged)"),
-             ("committed", "a", "committed argmax (last step)")]
-    swatches = " ".join(f'<span class="xp-item"><span class="xp-cell xp-{c}">{g}</span> {escape(t)}</span>'
+    items = [("prefix", "a", "underlined block: prompt / committed canvases (in the KV cache)"),
+             ("input", "a", "grey: canvas the decoder saw"),
+             ("accepted", "a", f"{ACCEPT} solid outline = accepted: keeps the sampled candidate"),
+             ("renoised", "a", f"{RENOISE} dashed outline = renoised: fresh uniform random token"),
+             ("draft", "a", "dotted outline = argmax draft (staged)"),
+             ("committed", "a", "⇓ double outline = committed argmax (last step)")]
+    swatches = " ".join(f'<span class="xp-item"><span class="xp-cell xp-{c}">{g}'
+                        f'{"<sup>" + BADGES[c] + "</sup>" if c in BADGES else ""}</span> {escape(t)}</span>'
                         for c, g, t in items)
     return (f'<div class="xp-legend" id="{fid}-legend"><b>legend</b> {swatches}<br>'
             '<span class="xp-cell">␣</span> space <span class="xp-cell xp-pad">·</span> pad '
@@ -125,7 +137,7 @@ def _row(label: str, cells: list[str], cls: str) -> str:
 
 
 def _yes(flag: bool) -> str:
-    return '<span class="xp-yes">yes</span>' if flag else '<span class="xp-no">no</span>'
+    return '<span class="xp-yes">✓ yes</span>' if flag else '<span class="xp-no">✗ no</span>'
 
 
 def _stop_line(rec: StepRecord, row: int, cfg: Mapping, frozen_before: bool, last: bool) -> str:
@@ -136,9 +148,7 @@ def _stop_line(rec: StepRecord, row: int, cfg: Mapping, frozen_before: bool, las
         parts.append("adaptive stopping off")
         verdict = "step budget used up → commit the argmax draft" if last else "continue"
     else:
-        s = cfg["stability_threshold"]
-        same = "the previous step's draft" if s == 1 else f"each of the last {s} drafts"
-        parts.append(f"stable {_yes(bool(rec.stable[row]))} (argmax equals {same})")
+        parts.append(f"stable {_yes(bool(rec.stable[row]))}")
         parts.append(f"confident {_yes(bool(rec.confident[row]))} (mean entropy {mean_h:.4f} "
                      f"{'&lt;' if mean_h < cfg['confidence_threshold'] else '≥'} {cfg['confidence_threshold']:g})")
         if frozen_before:
@@ -154,9 +164,11 @@ def _stop_line(rec: StepRecord, row: int, cfg: Mapping, frozen_before: bool, las
 
 def render_step(rec: StepRecord, *, step_number: int, prompt: Sequence[int], committed: Sequence[Sequence[int]] = (),
                 glyphs: Glyphs | None = None, config: Mapping | None = None, row: int = 0, last: bool = False,
-                frozen_before: bool = False, num_canvases: int | None = None) -> str:
+                frozen_before: bool = False, num_canvases: int | None = None,
+                previous: Sequence[Sequence[int]] = ()) -> str:
     """HTML of one denoising step for batch row ``row``: prefix, decoder input, next canvas (accepted /
-    renoised), argmax draft (committed if ``last``), per-position entropy bars, temperature, stop check."""
+    renoised), argmax draft (committed if ``last``), per-position entropy bars, temperature, the accept
+    rule's and the stop rule's arithmetic (``previous``: this canvas's earlier argmax drafts), stop check."""
     cfg = {**DEFAULTS, **(config or {})}
     glyphs = glyphs or Glyphs(None, cfg["pad_token_id"], cfg["eos_token_id"])
     k, fid = rec.canvas_index + 1, f"xp-c{rec.canvas_index + 1}-s{step_number}"
@@ -185,7 +197,19 @@ def render_step(rec: StepRecord, *, step_number: int, prompt: Sequence[int], com
             f'<div class="xp-head" id="{fid}-head">{head}</div>{_prefix(glyphs, prompt, committed, fid)}'
             f'<table class="xp-grid" id="{fid}-canvas">{grid}</table>'
             f'<div class="xp-stop" id="{fid}-stop">{_stop_line(rec, row, cfg, frozen_before, last)}</div>'
-            f'{legend(fid)}</div>')
+            f'{_rules(rec, row, cfg, glyphs, fid, frozen_before, previous)}{legend(fid)}</div>')
+
+
+def _rules(rec: StepRecord, row: int, cfg: Mapping, glyphs: Glyphs, fid: str, frozen_before: bool,
+           previous: Sequence[Sequence[int]]) -> str:
+    if frozen_before:
+        return ""
+    out = accept_rule_html(rec.entropy[row], rec.accepted[row], cfg["entropy_bound"], fid)
+    if rec.stable is not None:
+        out += stop_rule_html(draft=rec.argmax[row].tolist(), previous=previous, entropy=rec.entropy[row],
+                              stable=bool(rec.stable[row]), confident=bool(rec.confident[row]), cfg=cfg,
+                              glyph=glyphs, fid=fid)
+    return out
 
 
 def render_commit(canvas: CanvasRecord, *, prompt: Sequence[int], committed: Sequence[Sequence[int]] = (),
@@ -229,37 +253,75 @@ def _stop_reason(steps: list[StepRecord], row: int, cfg: Mapping) -> tuple[int, 
     return len(steps), f"step budget ({cfg['max_denoising_steps']}) used up"
 
 
-def canvas_frames(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None = None, config: Mapping | None = None,
-                  row: int = 0, commit_frames: bool = True) -> list[str]:
-    """Every recorded step of every canvas as a frame (+ one commit frame per canvas), in order."""
+def canvas_story(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None = None,
+                 config: Mapping | None = None, row: int = 0,
+                 commit_frames: bool = True) -> tuple[list[str], list[str], dict[str, int]]:
+    """(frames, one caption per frame, bookmarks {label: frame}) of one recorded generation, in order:
+    every step of every canvas (+ one commit frame per canvas). Bookmarks: the first renoise, each commit."""
     cfg = {**DEFAULTS, **(config or {})}
     glyphs = Glyphs(vocab, cfg["pad_token_id"], cfg["eos_token_id"])
     prompt = prompt[row].tolist() if isinstance(prompt, torch.Tensor) and prompt.dim() == 2 else list(prompt)
     commits = {c.canvas_index: c for c in recorder.canvases}
-    frames, committed = [], []
+    frames, captions, marks, committed = [], [], {}, []
     by_canvas = _by_canvas(recorder)
     for index, steps in sorted(by_canvas.items()):
+        drafts: list[list[int]] = []
         for n, rec in enumerate(steps, 1):
             frozen_before = n > 1 and rec.stable is not None and bool(steps[n - 2].finished[row])
             frames.append(render_step(rec, step_number=n, prompt=prompt, committed=committed, glyphs=glyphs,
                                       config=cfg, row=row, last=n == len(steps), frozen_before=frozen_before,
-                                      num_canvases=len(by_canvas)))
+                                      num_canvases=len(by_canvas), previous=drafts))
+            captions.append(_step_caption(rec, n, row, cfg, frozen_before, last=n == len(steps)))
+            n_ren = int((~rec.accepted[row]).sum())
+            if n_ren and not frozen_before and "first renoise" not in marks:
+                marks["first renoise"] = len(frames) - 1
+            drafts = drafts + [rec.argmax[row].tolist()]
         if index in commits:
+            text = "".join(glyphs(t) for t in commits[index].committed[row].tolist())
             if commit_frames:
                 frames.append(render_commit(commits[index], prompt=prompt, committed=committed, glyphs=glyphs,
                                             config=cfg, row=row, last_canvas=index == max(by_canvas)))
+                captions.append(f"canvas {index + 1} committed after {commits[index].steps} "
+                                f"step{'s' if commits[index].steps != 1 else ''}: '{text}' appended")
+                marks[f"commit {index + 1}"] = len(frames) - 1
             committed = committed + [commits[index].committed[row].tolist()]
-    return frames
+    return frames, captions, marks
 
 
-def _runs(counts: list[int]) -> str:
-    """[8, 7, 8, 8, 8] -> '8 · 7 · 8 ×3' (runs of 3 or more are folded)."""
+def _step_caption(rec: StepRecord, n: int, row: int, cfg: Mapping, frozen_before: bool, last: bool) -> str:
+    head = f"canvas {rec.canvas_index + 1}, step {n}: "
+    if frozen_before:
+        return head + "row already finished, frozen"
+    acc = int(rec.accepted[row].sum())
+    out = head + f"{acc} {ACCEPT} accepted, {rec.accepted.shape[-1] - acc} {RENOISE} renoised"
+    if rec.stable is not None and bool(rec.finished[row]):
+        return out + "; stable and confident → stop"
+    if last:
+        return out + "; step budget used up → commit"
+    if rec.stable is not None:
+        why = [w for w, ok in (("not stable", bool(rec.stable[row])), ("not confident", bool(rec.confident[row])))
+               if not ok]
+        return out + f"; {' and '.join(why)} → continue"
+    return out + " → continue"
+
+
+def canvas_frames(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None = None, config: Mapping | None = None,
+                  row: int = 0, commit_frames: bool = True) -> list[str]:
+    """Every recorded step of every canvas as a frame (+ one commit frame per canvas), in order."""
+    return canvas_story(recorder, prompt, vocab=vocab, config=config, row=row, commit_frames=commit_frames)[0]
+
+
+def _runs(counts: list[int], length: int | None = None) -> str:
+    """Accepted positions per step, runs of equal counts folded and named:
+    [8, 7, 8, 8, 8] -> 'step 1: 8 · step 2: 7 · steps 3–5: 8 each' ('8/8' when ``length`` is given)."""
     out, i = [], 0
+    of = f"/{length}" if length else ""
     while i < len(counts):
         j = i
         while j < len(counts) and counts[j] == counts[i]:
             j += 1
-        out += [f"{counts[i]} ×{j - i}"] if j - i >= 3 else [str(counts[i])] * (j - i)
+        out += ([f"steps {i + 1}–{j}: {counts[i]}{of} each"] if j - i >= 3 else
+                [f"step {k + 1}: {counts[i]}{of}" for k in range(i, j)])
         i = j
     return " · ".join(out)
 
@@ -273,15 +335,15 @@ def render_summary(recorder: StepRecorder, *, vocab: Sequence[str] | None = None
     rows, forwards, tokens = [], 0, 0
     for index, steps in sorted(_by_canvas(recorder).items()):
         n, reason = _stop_reason(steps, row, cfg)
-        accepted = _runs([int(r.accepted[row].sum()) for r in steps[:n]])
+        accepted = _runs([int(r.accepted[row].sum()) for r in steps[:n]], steps[0].accepted.shape[-1])
         commit = commits.get(index)
-        appended = "".join(_cell(glyphs, t, "committed") for t in commit.committed[row].tolist()) if commit else "—"
+        appended = "".join(_cell(glyphs, t, "prefix") for t in commit.committed[row].tolist()) if commit else "—"
         finished = commit is not None and bool(commit.finished[row])
         forwards, tokens = forwards + len(steps), tokens + steps[0].canvas.shape[-1]
         rows.append(f'<tr id="xp-summary-c{index + 1}"><td>{index + 1}</td><td>{n}</td><td>{accepted}</td>'
                     f'<td>{escape(reason)}</td><td style="white-space:nowrap">{appended}</td>'
                     f'<td>{"yes" if finished else "no"}</td></tr>')
-    head = ("<tr><th>canvas</th><th>steps taken</th><th>accepted per step</th><th>stopped because</th>"
+    head = ("<tr><th>canvas</th><th>steps taken</th><th>accepted (✓) positions per step</th><th>stopped because</th>"
             "<th>committed</th><th>finished (EOS)</th></tr>")
     total = (f'<div class="xp-stop" id="xp-summary-total">{forwards} decoder forward{"s" if forwards != 1 else ""} '
              f"for {tokens} tokens ({tokens / max(forwards, 1):.2f} tokens per forward)</div>")
@@ -290,21 +352,30 @@ def render_summary(recorder: StepRecorder, *, vocab: Sequence[str] | None = None
 
 
 def render_temperatures(recorder: StepRecorder, *, config: Mapping | None = None) -> str:
-    """Per recorded step: cur_step, the temperature the sampler divided the logits by, and
-    ``linear_temperature(cur_step, N)`` recomputed from the schedule."""
+    """One row per distinct ``cur_step`` the run used: the temperature the sampler divided the logits by,
+    ``linear_temperature(cur_step, N)`` recomputed from the schedule, and which steps of which canvases used it
+    (every canvas restarts at cur_step N, so the rows would otherwise repeat)."""
     cfg = {**DEFAULTS, **(config or {})}
     n_steps, t_min, t_max = cfg["max_denoising_steps"], cfg["t_min"], cfg["t_max"]
-    cells = []
+    used: dict[int, dict] = {}
     for index, steps in sorted(_by_canvas(recorder).items()):
         for n, rec in enumerate(steps, 1):
-            expected = 1.0 if t_min is None else linear_temperature(rec.cur_step, n_steps, t_min, t_max)
-            cells.append(f"<tr><td>{index + 1}</td><td>{n}</td><td>{rec.cur_step}</td>"
-                         f"<td>{rec.temperature:.4f}</td><td>{expected:.4f}</td></tr>")
+            u = used.setdefault(rec.cur_step, {"n": n, "T": set(), "canvases": []})
+            u["T"].add(f"{rec.temperature:.4f}")
+            u["canvases"].append(index + 1)
+    cells = []
+    for cur_step, u in sorted(used.items(), reverse=True):
+        expected = 1.0 if t_min is None else linear_temperature(cur_step, n_steps, t_min, t_max)
+        canv = u["canvases"]
+        who = (f"all {len(canv)} canvases" if len(canv) == len(_by_canvas(recorder)) and len(canv) > 1 else
+               "canvas " + ", ".join(map(str, canv)) if len(canv) == 1 else "canvases " + ", ".join(map(str, canv)))
+        cells.append(f"<tr><td>{cur_step}</td><td>{u['n']}</td><td>{' / '.join(sorted(u['T']))}</td>"
+                     f"<td>{expected:.4f}</td><td>{escape(who)}</td></tr>")
     rule = ("schedule off: T = 1" if t_min is None else
             f"T = t_min + (t_max − t_min) · cur_step / N with t_min {t_min:g}, t_max {t_max:g}, N {n_steps}; "
             f"cur_step counts N..1 and restarts at N on every canvas, so T never reaches t_min "
             f"(last possible value {linear_temperature(1, n_steps, t_min, t_max):.4f})")
     return (f'{CSS}<div class="xp-frame" id="xp-temperatures" data-kind="temperatures">'
-            f'<table class="xp-summary"><tr><th>canvas</th><th>step</th><th>cur_step</th><th>T used</th>'
-            f'<th>linear_temperature(cur_step, N)</th></tr>{"".join(cells)}</table>'
+            f'<table class="xp-summary"><tr><th>cur_step</th><th>step of its canvas</th><th>T used</th>'
+            f'<th>linear_temperature(cur_step, N)</th><th>used by</th></tr>{"".join(cells)}</table>'
             f'<div class="xp-legend">{escape(rule)}</div></div>')

@@ -20,8 +20,10 @@ from explainer.distributed.cpu_communicator import FALLBACK_LOG, NO_DICT_FASTPAT
 __all__ = ["masked", "selection_dot", "run_selection_dot", "tensor_dict_dot", "ranks_table_html", "describe_run", "frame_html",
            "bench_figure", "CSS"]
 
-TAKEN, OFF = "#1565c0", "#9e9e9e"
-GOOD, BAD, WARN = "#c8e6c9", "#ffcdd2", "#fff3e0"
+# Okabe-Ito based: blue = taken; light bluish green / vermillion / orange fills; every state also has a word or
+# a badge (✓ held, ✗ failed, ▶ taken), so nothing depends on telling the fills apart
+TAKEN, OFF = "#0072B2", "#9e9e9e"
+GOOD, BAD, WARN = "#d3efe5", "#fbe3d2", "#fdf0d0"
 
 CSS = """<style>
 .xp-comm{font:13px/1.35 system-ui,sans-serif;color:#222;max-width:980px}
@@ -31,14 +33,15 @@ CSS = """<style>
  vertical-align:top}
 .xp-comm table.xp-ranks th{background:#f5f5f5;font-weight:600}
 .xp-comm code{font:12px ui-monospace,monospace}
-.xp-comm .xp-shm{background:#c8e6c9}.xp-comm .xp-tdist{background:#fff3e0}
-.xp-comm .xp-error{background:#ffcdd2;color:#b71c1c}.xp-comm .xp-ok{background:#c8e6c9}
+.xp-comm .xp-shm{background:#d3efe5}.xp-comm .xp-tdist{background:#fdf0d0}
+.xp-comm .xp-error{background:#fbe3d2;color:#7a3600}.xp-comm .xp-ok{background:#d3efe5}
 .xp-comm .xp-log{font:11px ui-monospace,monospace;color:#5d4037}
 .xp-comm .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-comm .xp-legend span{display:inline-block;padding:0 5px;margin-right:6px;border:1px solid #ccc}
 .xp-comm table.xp-ranks{font-size:13px}
 .xp-comm .xp-graphs{display:flex;flex-direction:column;gap:8px;align-items:flex-start}
 .xp-comm .xp-graphs svg{max-width:100%;height:auto}
+.xp-comm .xp-scroll{max-width:100%;overflow-x:auto}
 </style>"""
 
 
@@ -78,6 +81,9 @@ def _node(nid: str, label: str, taken: bool, fill: str = GOOD, shape: str = "box
 
 def _edge(a: str, b: str, label: str, taken: bool) -> str:
     cls = "taken" if taken else "not-taken"
+    label = {"yes": "✓ yes", "no": "✗ no", "True": "✓ True", "False": "✗ False"}.get(label, label)
+    if taken and label:
+        label = "▶ " + label
     style = (f'color="{TAKEN}", penwidth=3, fontcolor="{TAKEN}"' if taken
              else f'color="{OFF}", style=dashed, fontcolor="{OFF}"')
     return f'  {a} -> {b} [id={_q(f"{a}->{b}")}, class="{cls}", label={_q(label)}, {style}];'
@@ -85,7 +91,7 @@ def _edge(a: str, b: str, label: str, taken: bool) -> str:
 
 def _legend(lines: Sequence[str]) -> str:
     return ('  legend [id="legend", shape=note, style=filled, fillcolor="#fffde7", color="#bdbdbd", fontsize=10, '
-            f"label={_q(chr(10).join(lines))}];")
+            f"label={_q(chr(10).join(lines))}];\n  {{ rank=sink; legend; }}")
 
 
 def _decision(decision: Any) -> dict:
@@ -96,18 +102,18 @@ def _decision(decision: Any) -> dict:
 STEPS = (("arch_allowed", "c_arch", "a. architecture in the allow-list?"),
          ("shm_ops_built", "c_ops", "b. shm ops built?\nhasattr(torch.ops._C, \"init_shm_manager\")"),
          ("group_kind_tp_pp", "c_kind", "c. group prefix tp or pp?\nunique_name.startswith((\"tp\", \"pp\"))"),
-         ("names_agree", "c_names", "d. all ranks computed the same SHM group name?\n"
-                                    "<ident>-<unique_name>-[<ranks>]-cpushm  (all_gather_object)"))
+         ("names_agree", "c_names", "d. all ranks computed the same\nSHM group name? (all_gather_object)\n"
+                                    "<ident>-<unique_name>-[<ranks>]-cpushm"))
 
 
 def _observed(c: Mapping | None) -> str:
     if c is None or c.get("value") is None:
         return "not evaluated (short-circuit)"
     detail = "" if c["name"] == "names_agree" else c.get("detail")   # the names are listed per rank
-    return ("yes" if c["value"] else "NO") + (f" ({detail})" if detail else "")
+    return ("✓ yes" if c["value"] else "✗ NO") + (f" ({detail})" if detail else "")
 
 
-def _wrap(text: str, width: int = 58) -> str:
+def _wrap(text: str, width: int = 36) -> str:
     import textwrap
     return "\n".join(textwrap.fill(part, width) for part in text.split("\n"))
 
@@ -122,8 +128,8 @@ def selection_dot(decision: Any) -> str:
     out = ["digraph cpu_backend_selection {", "  rankdir=TB; nodesep=0.3; ranksep=0.32;",
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];',
            '  edge [fontname="Helvetica", fontsize=9];',
-           _node("start", f"CpuCommunicator.__init__  group {d['unique_name']}, global ranks {d['global_ranks']}\n"
-                          "dist_module = torch.distributed", True, "#e3f2fd")]
+           _node("start", f"CpuCommunicator.__init__\ngroup {d['unique_name']}, global ranks {d['global_ranks']}\n"
+                          "dist_module = torch.distributed", True, "#e1eef8")]
     reached = True
     for name, nid, text in STEPS:
         c = conds.get(name)
@@ -133,13 +139,13 @@ def selection_dot(decision: Any) -> str:
             label += "".join(f"\n  rank {i}: {n}" for i, n in enumerate(d["names_seen"]))
         out.append(_node(nid, label, reached and value is not None, GOOD if value else BAD))
         reached = reached and bool(value)
-    out.append(_node("shm", "dist_module = _CPUSHMDistributed(self)\n(create own segment, barrier, join peers)\n"
+    out.append(_node("shm", "dist_module =\n_CPUSHMDistributed(self)\n(own segment, barrier, join)\n"
                             "supports_tensor_dict = True", shm, GOOD))     # what this branch sets
-    out.append(_node("elif_kind", "elif unique_name.startswith((\"tp\", \"pp\"))?\n(the elif checks only the prefix)",
+    out.append(_node("elif_kind", "elif unique_name.startswith(\n(\"tp\", \"pp\"))?\n(checks only the prefix)",
                      not shm, WARN, "diamond"))
-    out.append(_node("fb_log", _wrap("INFO " + FALLBACK_LOG % d["unique_name"]) + "\nstays on torch.distributed"
+    out.append(_node("fb_log", _wrap("INFO " + FALLBACK_LOG % d["unique_name"], 52) + "\nstays on torch.distributed"
                      "\nsupports_tensor_dict = False", not shm and logged, WARN))
-    out.append(_node("fb_silent", "stays on torch.distributed, no log line\nsupports_tensor_dict = False",
+    out.append(_node("fb_silent", "stays on torch.distributed,\nno log line\nsupports_tensor_dict = False",
                      not shm and not logged, WARN))
     prev = "start"
     for i, (name, nid, _) in enumerate(STEPS):
@@ -149,9 +155,9 @@ def selection_dot(decision: Any) -> str:
     out.append(_edge(prev, "shm", "yes", shm))
     out.append(_edge("elif_kind", "fb_log", "yes: log", not shm and logged))
     out.append(_edge("elif_kind", "fb_silent", "no", not shm and not logged))
-    out.append(_legend(["legend", "blue, bold, filled: the path this rank took", "green: condition held / SHM",
-                        "red: condition failed", "orange: torch.distributed fallback",
-                        "grey dashed: not taken or not evaluated"]))
+    out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the path this rank took",
+                        "✓ yes: condition held   ✗ NO: condition failed",
+                        "diamond: vLLM's elif (prefix only)", "dashed, grey text: not taken or not evaluated"]))
     out.append("}")
     return "\n".join(out)
 
@@ -172,10 +178,10 @@ def _gate_label(info: Mapping) -> str:
     if info.get("gate") == "pre-40150":
         return ("gate (pre-#40150): does the build have the op?\nuse_cpu_custom_send_recv = is_cpu() and\n"
                 "  hasattr(torch.ops._C, \"init_shm_manager\")\n"
-                f"observed: is_cpu={gi.get('is_cpu')}, shm_ops_built={gi.get('shm_ops_built')} -> {flag}")
+                f"observed: is_cpu={gi.get('is_cpu')},\n  shm_ops_built={gi.get('shm_ops_built')} -> {flag}")
     return ("gate (post-#40150): ask the communicator\nuse_cpu_custom_send_recv = is_cpu() and\n"
-            "  device_communicator and\n  getattr(device_communicator, \"supports_tensor_dict\", False)\n"
-            f"observed: is_cpu={gi.get('is_cpu')}, device_communicator={gi.get('device_communicator')},\n"
+            "  device_communicator and\n  getattr(device_communicator,\n    \"supports_tensor_dict\", False)\n"
+            f"observed: is_cpu={gi.get('is_cpu')},\n  device_communicator={gi.get('device_communicator')},\n"
             f"  supports_tensor_dict={gi.get('supports_tensor_dict')} -> {flag}")
 
 
@@ -197,29 +203,28 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
     delivered = not errors and recv.get("received_equal") is True
     out = ["digraph tensor_dict_routing {", "  rankdir=TB; nodesep=0.3; ranksep=0.32;",
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];', '  edge [fontname="Helvetica", fontsize=9];',
-           _node("call", "rank 0: GroupCoordinator.send_tensor_dict(d, dst=1)\n"
-                         "rank 1: GroupCoordinator.recv_tensor_dict(src=0)", True, "#e3f2fd"),
+           _node("call", "rank 0: GroupCoordinator\n  .send_tensor_dict(d, dst=1)\n"
+                         "rank 1: GroupCoordinator\n  .recv_tensor_dict(src=0)", True, "#e1eef8"),
            _node("gate", _gate_label(r0) if known else "gate: no rank reached it", known, WARN, "box"),
-           _node("custom", "custom path:\ndevice_communicator.send/recv_tensor_dict\n"
-                           f"(CpuCommunicator, backend observed:\n{backend})", custom, GOOD if backend == "shm" else BAD),
-           _node("shm_stream", "_CPUSHMDistributed: the whole dict\nas one shared-memory stream (header with\n"
-                               "keys, dtypes, shapes; then the bytes)",
+           _node("custom", "custom path:\ndevice_communicator\n  .send/recv_tensor_dict\n"
+                           f"(backend observed:\n{backend})", custom, GOOD if backend == "shm" else BAD),
+           _node("shm_stream", "_CPUSHMDistributed:\nthe whole dict as one\nshared-memory stream\n(header, then the bytes)",
                  custom and backend == "shm", GOOD),
-           _node("attr_error", "dist_module is the torch.distributed module:\n" + (
-               "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 40) for r, e in errors
+           _node("attr_error", "✗ dist_module is the torch.distributed\nmodule:\n" + (
+               "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 30) for r, e in errors
                          if e["type"] == "AttributeError")
-               or "AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'"),
+               or _wrap("AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'", 30)),
                  custom and "AttributeError" in etypes, BAD),
-           _node("nie", "post-#40150 guard (only on a direct call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 40),
+           _node("nie", "✗ post-#40150 guard (only on a\ndirect call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 30),
                  "NotImplementedError" in etypes, BAD),
-           _node("generic", "generic path: send_object(metadata),\nthen one torch.distributed.send per\n"
-                            "non-empty tensor over the gloo cpu_group\n(metadata: JSON here, pickle in vLLM)",
+           _node("generic", "generic path:\nsend_object(metadata),\nthen one torch.distributed.send\nper non-empty tensor (gloo)\n(metadata: JSON here,\npickle in vLLM)",
                  generic, GOOD),
-           _node("delivered", "rank 1 received:\n" + _wrap(_arrived(recv) or "-", 40) + "\nequal to what rank 0 sent: "
+           _node("delivered", "✓ rank 1 received:\n" + ("\n".join(f"{t['name']} {t['dtype']} {t['shape']}" for t in recv.get("transfers") or []) or "-")
+                              + "\nequal to what rank 0 sent:\n"
                               f"{recv.get('received_equal')}", delivered, GOOD)]
     other = [(r, e) for r, e in errors if e["type"] not in ("AttributeError", "NotImplementedError")]
     if other:
-        out.append(_node("other_error", "\n".join(_wrap(f"rank {r}: {e['type']}: {e['message']}", 50)
+        out.append(_node("other_error", "\n".join(_wrap(f"✗ rank {r}: {e['type']}: {e['message']}", 50)
                                                   for r, e in other), True, BAD))
         out.append(_edge("generic" if generic else ("shm_stream" if backend == "shm" else "custom") if custom else "call",
                          "other_error", "fails", True))
@@ -227,12 +232,12 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
             _edge("gate", "custom", "True", custom),
             _edge("gate", "generic", "False", generic),
             _edge("custom", "shm_stream", "shm", custom and backend == "shm"),
-            _edge("custom", "attr_error", "torch.distributed, pre-#40150", custom and "AttributeError" in etypes),
-            _edge("custom", "nie", "torch.distributed, post-#40150", "NotImplementedError" in etypes),
+            _edge("custom", "attr_error", "torch.distributed,\npre-#40150", custom and "AttributeError" in etypes),
+            _edge("custom", "nie", "torch.distributed,\npost-#40150", "NotImplementedError" in etypes),
             _edge("shm_stream", "delivered", "", delivered and custom),
             _edge("generic", "delivered", "", delivered and generic)]
-    out.append(_legend(["legend", "blue, bold: the route taken", "green: works", "red: the call fails",
-                        "grey dashed: not taken"]))
+    out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the route taken",
+                        "✓ delivered: works   ✗ error: the call fails", "dashed, grey text: not taken"]))
     out.append("}")
     return "\n".join(out)
 
@@ -241,10 +246,10 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
 def _outcome(info: Mapping) -> tuple[str, str]:
     if info.get("error"):
         e = info["error"]
-        return "xp-error", f"{e['type']}: {e['message']}"
+        return "xp-error", f"✗ {e['type']}: {e['message']}"
     if info.get("received_equal") is not None:
-        return "xp-ok", f"received {_arrived(info)}; equal to what was sent: {info['received_equal']}"
-    return "xp-ok", f"sent {_arrived(info)}"
+        return "xp-ok", f"✓ received {_arrived(info)}; equal to what was sent: {info['received_equal']}"
+    return "xp-ok", f"✓ sent {_arrived(info)}"
 
 
 def ranks_table_html(per_rank: Sequence[Mapping], *, css: bool = True) -> str:
@@ -267,8 +272,9 @@ def ranks_table_html(per_rank: Sequence[Mapping], *, css: bool = True) -> str:
         tds = "".join(f'<td{" class=" + chr(34) + klass(i) + chr(34) if klass else ""} '
                       f'data-rank="{i["rank"]}" data-row="{escape(title)}">{cell(i)}</td>' for i in ranks)
         body.append(f"<tr><th>{escape(title)}</th>{tds}</tr>")
-    legend = ('<div class="xp-legend"><span class="xp-shm">shared memory</span><span class="xp-tdist">'
-              'torch.distributed (gloo)</span><span class="xp-ok">worked</span><span class="xp-error">failed</span>'
+    legend = ('<div class="xp-legend">backend and outcome are written in each cell; fills repeat them: '
+              '<span class="xp-shm">shm</span><span class="xp-tdist">torch.distributed (gloo)</span>'
+              '<span class="xp-ok">✓ worked</span><span class="xp-error">✗ failed</span>'
               ' PORT@nodeK = the free port node K\'s executor picked (vLLM\'s VLLM_DIST_IDENT)</div>')
     return (CSS if css else "") + ('<div class="xp-comm"><table class="xp-ranks" id="xp-comm-ranks">' + head
                                    + "".join(body) + "</table>" + legend + "</div>")

@@ -1,19 +1,18 @@
 """Pipeline-parallel runs -> DOT source and HTML strings (pure; everything is read from a ``Trace``).
 
 * ``stages_dot``: the PP stages and what really crossed between them (forward ``IntermediateTensors``,
-  the back-channel broadcast), plus, dashed red, the state a non-last rank reads but no transfer carried.
-* ``rank_views_html``: every rank's view side by side at one event. A field is ``xp-diverged`` (red)
-  when this event reads it on a non-owner rank and its value differs from the owner's (the definition
-  of ``Trace.divergences``), ``xp-stale`` (amber) when it differs but is not read here.
-* ``event_dot``: one event as a small graph (for the few static diagrams; frames use HTML/CSS).
-* ``key_events``: the events worth a frame (transfers, reads, samples, the back-channel
-  receive, errors), with long runs of look-alike engine steps folded.
-* ``bytes_table_html`` / ``accuracy_table_html``.
+  the back-channel broadcast), plus, dashed and marked ✗, the state a non-last rank reads but no transfer carried.
+* ``rank_views_html``: every rank's view side by side at one event. A field is ``xp-diverged`` (badge
+  "≠ READ", solid outline) when this event reads it on a non-owner rank and its value differs from the
+  owner's (the definition of ``Trace.divergences``), ``xp-stale`` (badge "STALE", dashed) when it differs but
+  is not read here. Colours are Okabe-Ito and never the only cue.
+* ``event_dot``: one event as a small graph.
+* ``key_events`` / ``frame_caption`` (``render_pp_frames``): the events worth a frame, and what each shows.
+* ``bytes_table_html`` / ``accuracy_table_html`` (``render_pp_tables``).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from html import escape
 from typing import Mapping, Sequence
@@ -23,7 +22,7 @@ from explainer.render_canvas import Glyphs
 from explainer.trace import Trace
 
 __all__ = ["CSS", "crossing", "never_sent", "stages_dot", "diverged_fields", "rank_views_html", "event_dot",
-           "key_events", "bytes_table_html", "accuracy_table_html", "sc_bytes"]
+           "key_events", "frame_caption", "bytes_table_html", "accuracy_table_html", "sc_bytes"]
 
 STATE_FIELDS = ("is_encoder_phase", "self_conditioning_embeds", "draft_tokens")   # what non-last ranks read
 VIEW_ROWS = ("canvas", "draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "step", "num_computed_tokens")
@@ -36,25 +35,30 @@ CSS = """<style>
 .xp-pp{font:13px/1.35 system-ui,sans-serif;color:#222;max-width:900px}
 .xp-pp .xp-head{font-weight:600;margin:2px 0 4px}
 .xp-pp .xp-io{margin:2px 0;color:#333}.xp-pp .xp-io b{color:#555;font-weight:600}
-.xp-pp .xp-cols{display:flex;gap:10px;align-items:flex-start;margin:4px 0}
+.xp-pp .xp-cols{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start;margin:4px 0}
 .xp-pp .xp-rank{border:1px solid #bbb;border-radius:4px;padding:4px 6px;background:#fff}
-.xp-pp .xp-rank.xp-acting{border:2px solid #1565c0}
+.xp-pp .xp-rank.xp-acting{border:3px solid #0072B2}
 .xp-pp .xp-rank h4{margin:0 0 3px;font-size:13px}
 .xp-pp table.xp-view{border-collapse:collapse}
 .xp-pp table.xp-view th{text-align:right;font-weight:400;color:#555;padding:1px 6px 1px 0;white-space:nowrap}
-.xp-pp table.xp-view td{padding:1px 4px;border-radius:3px}
-.xp-pp .xp-diverged{background:#ffcdd2;outline:2px solid #c62828;color:#b71c1c;font-weight:600}
-.xp-pp .xp-stale{background:#ffe0b2;outline:1px dashed #e65100}
+.xp-pp table.xp-view td{padding:1px 4px;border-radius:3px;white-space:nowrap}
+.xp-pp table.xp-view td.xp-aside{white-space:normal;min-width:14em;max-width:22em}
+.xp-pp .xp-diverged{background:#fbe3d2;outline:3px solid #D55E00;color:#7a3600;font-weight:600}
+.xp-pp .xp-stale{background:#fdf0d0;outline:2px dashed #E69F00}
+.xp-pp .xp-badge{font:700 10px/1 system-ui,sans-serif;padding:1px 3px;border-radius:2px;margin-right:3px;
+ background:#fff;border:1px solid currentColor;white-space:nowrap}
+.xp-pp .xp-aside{font-size:11px;color:#666;font-style:italic;white-space:normal}
+.xp-pp span.xp-aside{display:block;max-width:16em}
 .xp-pp .xp-tok{display:inline-block;min-width:1.1em;text-align:center;font:13px/1.2 ui-monospace,monospace;
  border:1px solid #ccc;border-radius:2px;margin:0 1px;background:#fafafa}
 .xp-pp .xp-flow{display:flex;align-items:center;gap:6px;margin:6px 0;font-size:12px}
 .xp-pp .xp-node{border:1px solid #999;border-radius:4px;padding:3px 6px;background:#f5f5f5;min-width:9em}
-.xp-pp .xp-node.xp-acting{border:2px solid #1565c0;background:#e3f2fd}
-.xp-pp .xp-arrow{flex:1;text-align:center;color:#1565c0;border-bottom:2px solid #1565c0;padding:0 4px 2px}
-.xp-pp .xp-arrow.xp-none{color:#999;border-bottom:1px dotted #bbb}
-.xp-pp .xp-arrow.xp-err,.xp-pp .xp-red{color:#c62828;border-color:#c62828}
+.xp-pp .xp-node.xp-acting{border:3px solid #0072B2;background:#e1eef8}
+.xp-pp .xp-arrow{flex:1;text-align:center;color:#0072B2;border-bottom:2px solid #0072B2;padding:0 4px 2px}
+.xp-pp .xp-arrow.xp-none{color:#888;border-bottom:1px dotted #bbb}
+.xp-pp .xp-arrow.xp-err,.xp-pp .xp-red{color:#B54D00;border-color:#D55E00}
 .xp-pp .xp-text{font:13px ui-monospace,monospace;background:#f8f8f8;padding:1px 4px}
-.xp-pp .xp-text .xp-bad{background:#ffcdd2;color:#b71c1c}
+.xp-pp .xp-text .xp-bad{background:#fbe3d2;color:#7a3600;text-decoration:underline wavy #D55E00}
 .xp-pp .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-pp table.xp-tbl{border-collapse:collapse;margin:4px 0}
 .xp-pp table.xp-tbl td,.xp-pp table.xp-tbl th{border:1px solid #ddd;padding:2px 8px;text-align:right}
@@ -102,7 +106,7 @@ def never_sent(trace: Trace) -> list[str]:
 
 
 def _label(name: str, c: Mapping) -> str:
-    return f"{name}  {c['dtype']} {c['shape']}  {c['bytes']:,} B/step"
+    return f"{name}\n  {c['dtype']} {c['shape']}  {c['bytes']:,} B/step"        # two short lines: fits 1000 px
 
 
 def _dot_str(s: str) -> str:
@@ -161,8 +165,8 @@ def stages_dot(source) -> str:
         out += [f"  {a} -> {b};" for a, b in zip(chain, chain[1:])]
         for f in sorted(reads.get(r, ())):
             target = f"r{r}_{READER[f]}" if f"r{r}_{READER[f]}" in chain else f"r{r}_layers"
-            out.append(f'  r{r}_state -> {target} [style=dotted, color="#7e57c2", label={_dot_str("reads " + f)}];')
-    out.append(f'  r{last}_sampler -> r{last}_state [color="#1565c0", label="writes every step"];')
+            out.append(f'  r{r}_state -> {target} [style=dotted, color="#CC79A7", label={_dot_str("reads " + f)}];')
+    out.append(f'  r{last}_sampler -> r{last}_state [color="#0072B2", label="writes every step"];')
     for r in range(last):                                           # forward: IntermediateTensors
         names = [n for n in ("hidden_states", "residual") if n in cross]
         if names:
@@ -171,24 +175,26 @@ def stages_dot(source) -> str:
     back = [n for n in ("sampled_token_ids", "num_sampled_num_rejected") if n in cross]
     for r in range(last):
         if back:
-            out.append(f'  r{last}_sampler -> r{r}_state [penwidth=2, color="#1565c0", label='
+            out.append(f'  r{last}_sampler -> r{r}_state [penwidth=2, color="#0072B2", label='
                        + _dot_str("back-channel broadcast\n" + "\n".join(lab(n) for n in back)) + "];")
         wanted = [f for f in STATE_FIELDS if f in reads.get(r, ())]
         stale = [f for f in wanted if f in missing]
         synced = [f for f in wanted if f not in missing and f in cross
                   and (cross[f].get("receiver", r) == r or cross[f]["op"] == "broadcast")]
         if stale:          # read on this rank, carried by no transfer of the run
-            out.append(f'  r{last}_state -> r{r}_state [style=dashed, penwidth=2, color="#c62828", fontcolor="#c62828", '
-                       "label=" + _dot_str("never sent (stale on rank %d):\n" % r
+            out.append(f'  r{last}_state -> r{r}_state [style=dashed, penwidth=2, color="#D55E00", fontcolor="#B54D00", '
+                       "label=" + _dot_str("✗ never sent (STALE on rank %d):\n" % r
                                            + "\n".join(f"{f}  {FIELD_SHAPE[f]}" for f in stale)) + "];")
         if synced:
-            out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#2e7d32", fontcolor="#2e7d32", label='
-                       + _dot_str("state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
-    keys = ["legend", "dotted purple: a rank reads its own copy of the state", "blue: the sampler's writes"]
+            out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#009E73", fontcolor="#00704f", label='
+                       + _dot_str("✓ state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
+    keys = ["legend", "dotted 'reads': a rank reads its", "  own copy of the state",
+            "'writes every step': the sampler"]
     if pp > 1:
-        keys += ["black: IntermediateTensors, forward", "blue, to rank 0: back-channel broadcast",
-                 "dashed red: read there but not carried by any transfer (stale)", "green: sent by state sync"]
+        keys += ["thick 'IntermediateTensors': forward", "thick 'back-channel broadcast'", "dashed ✗: read, not carried (STALE)",
+                 "thick ✓: sent by state sync"]
     out.append('  legend [shape=note, fillcolor="#fffde7", label=' + _dot_str("\n".join(keys)) + "];")
+    out.append("  { rank=sink; legend; }")
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -265,8 +271,8 @@ def _texts(trace: Trace, i: int, reference: Trace | None) -> str:
                              for k, c in enumerate(mine))
             line = (f'<b>output so far</b> {escape(rid)}: <span class="xp-text">{marked or "&nbsp;"}</span> '
                     f'vs PP=1 <span class="xp-text">{escape(ref) or "&nbsp;"}</span>'
-                    + (' <span class="xp-red" data-role="text-differs">differs from PP=1</span>' if mine != ref
-                       else ' <span data-role="text-same">same as PP=1</span>'))
+                    + (' <span class="xp-red" data-role="text-differs">≠ differs from PP=1</span>' if mine != ref
+                       else ' <span data-role="text-same">✓ same as PP=1</span>'))
         rows.append(line)
     return '<div class="xp-io" data-role="text">' + "<br>".join(rows) + "</div>"
 
@@ -280,7 +286,7 @@ def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
     for r in range(pp):
         start, end = layers.get(str(r), [0, 0])
         role = " · sampler" if r == pp - 1 else ""
-        bad = (f'<br><span class="xp-red">stale: {escape(", ".join(stale[r]))}</span>' if stale.get(r) else "")
+        bad = (f'<br><span class="xp-red">STALE: {escape(", ".join(stale[r]))}</span>' if stale.get(r) else "")
         boxes.append(f'<div class="xp-node{" xp-acting" if r == e.rank else ""}" data-rank="{r}">'
                      f'<b>rank {r}</b> · layers {start}..{end - 1}{role}{bad}</div>')
     if pp == 1:
@@ -299,12 +305,13 @@ def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
 
 
 LEGEND = ('<div class="xp-legend" id="{fid}-legend"><b>legend</b> '
-          '<span class="xp-diverged">&nbsp;red&nbsp;</span> read by this rank in this event and different from the '
-          'owner (last rank, where the sampler writes the state): a divergence · '
-          '<span class="xp-stale">&nbsp;amber&nbsp;</span> stale: state this rank reads when it prepares a step, different '
-          'from the owner\'s, not read in this event · canvas and step are the sampler\'s own bookkeeping, '
-          'never read by other ranks, never highlighted · '
-          'blue box = the rank acting in this event · arrow = tensors that crossed ranks · '
+          '<span class="xp-diverged"><span class="xp-badge">≠ READ</span>solid outline</span> read by this rank in '
+          'this event and different from the owner (last rank, where the sampler writes the state): a divergence · '
+          '<span class="xp-stale"><span class="xp-badge">STALE</span>dashed outline</span> state this rank reads when '
+          'it prepares a step, different from the owner\'s, not read in this event · canvas and step are the '
+          'sampler\'s own bookkeeping, never read by other ranks, so never marked (a differing canvas says so) · '
+          'thick box, ▶ acting = the rank acting in this event · arrow = tensors that crossed ranks · '
+          'wavy underline = output characters that differ from PP=1 · '
           '<span class="xp-text">␣</span> space, · pad, ⏎ end of text · ‖·‖ = L2 norm of the SC embeddings</div>')
 
 
@@ -321,7 +328,16 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
     cols, stale, amber_all = [], {}, set()
     for r in sorted(e.views):
         rows = []
-        for rid, view in sorted(e.views[r].items()):
+        reqs = {rid: v for rid, v in e.views[r].items() if e.warmup or not rid.startswith("_warmup_")}
+        left = len(e.views[r]) - len(reqs)
+        if left:
+            rows.append(f'<tr><td colspan="2" class="xp-aside" data-role="warmup-left">{left} <code>_warmup_</code> '
+                        f"request{'s' if left != 1 else ''} from warmup_kernels in this rank's last snapshot, "
+                        "hidden (gone once the rank next acts)</td></tr>")
+        if not reqs:
+            rows.append('<tr><td colspan="2" class="xp-aside" data-role="no-request">no user request on this rank '
+                        "yet: it adds <code>req-0</code> when it first runs a step</td></tr>")
+        for rid, view in sorted(reqs.items()):
             theirs = owner_view.get(rid, {})
             rows.append(f'<tr><th colspan="2" style="text-align:left">{escape(rid)}</th></tr>')
             for name in VIEW_ROWS:
@@ -332,9 +348,13 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
                     stale[r].append(name)                   # once per rank, however many requests differ
                 if cls == "xp-stale":
                     amber_all.add(name)
-                rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{_value(name, view.get(name))}'
-                            f"</td></tr>")
-        role = " (owner: sampler)" if r == owner else ""
+                badge = {"xp-diverged": '<span class="xp-badge">≠ READ</span>',
+                         "xp-stale": '<span class="xp-badge">STALE</span>'}.get(cls, "")
+                aside = ('<span class="xp-aside">differs: own copy, not read by this rank</span>'
+                         if differs and not cls and name == "canvas" else "")
+                rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{badge}'
+                            f"{_value(name, view.get(name))}{aside}</td></tr>")
+        role = (" (owner: sampler)" if r == owner else "") + (" ▶ acting" if r == e.rank else "")
         cols.append(f'<div class="xp-rank{" xp-acting" if r == e.rank else ""}" data-rank="{r}" '
                     f'id="{fid}-rank{r}"><h4>rank {r}{role}</h4><table class="xp-view">{"".join(rows)}</table></div>')
     who = "engine" if e.rank is None else f"rank {e.rank}"
@@ -349,9 +369,10 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
     if got:
         io.append("<b>receives</b> " + "; ".join(f"{_tensor(t)} ← rank {t.sender}" for t in got))
     if e.data.get("error"):
-        io.append(f'<b class="xp-red">error</b> {escape(e.data["error"]["type"])}: {escape(e.data["error"]["message"])}')
+        io.append(f'<b class="xp-red">✗ error</b> {escape(e.data["error"]["type"])}: {escape(e.data["error"]["message"])}')
     if red:
-        io.append(f'<b class="xp-red">diverged</b> rank {e.rank} reads {", ".join(red)} that differ from rank {owner}\'s')
+        io.append(f'<b class="xp-red">≠ diverged</b> rank {e.rank} reads {", ".join(red)} that differ from rank '
+                  f"{owner}'s")
     if note:
         io.append(f"<i>{escape(note)}</i>")
     body = (f'<div class="xp-pp" id="{fid}" data-event="{event_index}" data-step="{e.step}" '
@@ -371,7 +392,7 @@ def event_dot(trace: Trace, event_index: int) -> str:
            '  graph [fontname="Helvetica", fontsize=11, label='
            + _dot_str(f"{'warmup ' if e.warmup else ''}engine step {e.step}, "
                       f"{'engine' if e.rank is None else 'rank ' + str(e.rank)}, {e.phase}\n"
-                      "legend: red = stale state (differs from the owner) or an error; thick = acting rank; "
+                      "legend: STALE = state differs from the owner; ✗ = error; thick outline = acting rank; "
                       "edge = tensors of this event") + "];",
            '  node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
@@ -386,90 +407,19 @@ def event_dot(trace: Trace, event_index: int) -> str:
                     label = f"{f}{' (read here)' if f in red and r == e.rank else ''}"
                     bad += [label] if label not in bad else []
         if e.rank == r and e.data.get("error"):
-            lines.append(f"{e.data['error']['type']}")
-        attrs = 'color="#c62828", fontcolor="#c62828"' if bad or (e.rank == r and e.data.get("error")) else ""
+            lines.append(f"✗ {e.data['error']['type']}")
+        attrs = 'color="#D55E00", fontcolor="#B54D00"' if bad or (e.rank == r and e.data.get("error")) else ""
         if e.rank == r:
             attrs += (", " if attrs else "") + 'penwidth=2, fillcolor="#e3f2fd"'
-        label = "\n".join(lines + (["stale: " + ", ".join(bad)] if bad else []))
+        label = "\n".join(lines + (["STALE: " + ", ".join(bad)] if bad else []))
         out.append(f"  rank{r} [label={_dot_str(label)}{', ' + attrs if attrs else ''}];")
     for t in e.transfers or _received(trace, event_index):
         out.append(f"  rank{t.sender} -> rank{t.receiver} [label={_dot_str(_tensor(t))}"
-                   + (', color="#1565c0"' if t.op == "broadcast" else "") + "];")
+                   + (', color="#0072B2"' if t.op == "broadcast" else "") + "];")
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-# ---- frame selection ----------------------------------------------------------------------------------
-def _signature(trace: Trace, step_events: list) -> tuple:
-    sig = []
-    for e in step_events:
-        emitted = bool(e.data.get("emitted")) or bool(e.data.get("error"))
-        sig.append((e.rank, e.phase, re.sub(r"[\d.]+", "#", e.detail), tuple(diverged_fields(trace, e.index)), emitted))
-    return tuple(sig)
-
-
-def key_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
-    """(event index, note) for the events worth a frame: transfers, reads (prepare), samples, the
-    back-channel receive (what a non-last rank gets) and errors,
-    user steps only (warmup only if the run never got past it). Runs of > 3 look-alike engine steps keep
-    their first two and last step; the frame after a fold says which steps were folded."""
-    events = _user_events(trace)
-    keep = [e for e in events if e.transfers or e.reads or e.phase in ("sample", "receive") or e.data.get("error")]
-    steps: dict[tuple, list] = {}
-    for e in keep:
-        steps.setdefault((e.warmup, e.step), []).append(e)
-    keys = list(steps)
-    sigs = [_signature(trace, steps[k]) for k in keys]
-    chosen: list[tuple[int, str]] = []
-    i = 0
-    while i < len(keys):
-        j = i
-        while j + 1 < len(keys) and sigs[j + 1] == sigs[i]:
-            j += 1
-        run = keys[i: j + 1]
-        if len(run) > 3:
-            folded = f"engine steps {run[2][1]}..{run[-2][1]} folded: same pattern as step {run[1][1]}"
-            picks = [(run[0], ""), (run[1], ""), (run[-1], folded)]
-        else:
-            picks = [(k, "") for k in run]
-        for k, note in picks:
-            chosen += [(e.index, note if n == 0 else "") for n, e in enumerate(steps[k])]
-        i = j + 1
-    if len(chosen) > max_frames:                  # still too many: keep the first and last, thin the middle
-        n = len(chosen)
-        chosen = [chosen[round(k * (n - 1) / (max_frames - 1))] for k in range(max_frames)]
-    return chosen
-
-
-# ---- tables -------------------------------------------------------------------------------------------
-def sc_bytes(num_reqs: int, canvas_length: int, hidden_size: int, element_size: int = 4) -> int:
-    """Bytes of ``self_conditioning_embeds`` [num_reqs, CL, H] (fp32): what state sync sends each step."""
-    return num_reqs * canvas_length * hidden_size * element_size
-
-
-def bytes_table_html(traces: Mapping[str, Trace], css: bool = True) -> str:
-    """Per tensor name, bytes per engine step (median) in each run, side by side, with totals."""
-    per = {label: t.bytes_per_step() for label, t in traces.items()}
-    names = sorted({n for b in per.values() for n in b}, key=lambda n: (n in STATE_FIELDS, n))
-    head = "<tr><th>tensor</th>" + "".join(f"<th>{escape(k)}</th>" for k in per) + "</tr>"
-    rows = [f'<tr data-name="{escape(n)}"><td>{escape(n)}{" (state)" if n in STATE_FIELDS else ""}</td>'
-            + "".join(f"<td>{b.get(n, 0):,}</td>" for b in per.values()) + "</tr>" for n in names]
-    rows.append("<tr><td><b>total</b></td>" + "".join(f"<td><b>{sum(b.values()):,}</b></td>" for b in per.values())
-                + "</tr>")
-    return ((CSS if css else "") + '<div class="xp-pp" id="xp-pp-bytes"><table class="xp-tbl">' + head
-            + "".join(rows) + '</table><div class="xp-legend">bytes per engine step, median over the run\'s steps '
-            "(a tensor absent in a step counts 0); (state) = sampler-owned state, sent only by state sync</div></div>")
-
-
-def accuracy_table_html(rows: Sequence[Mapping], css: bool = True) -> str:
-    """Rows of ``commands.accuracy.evaluate`` (+ ``identical_to_pp1``) as a table."""
-    body = []
-    for r in rows:
-        acc = f"{r['exact_match']:.0%}" if r.get("exact_match") is not None else escape(str(r.get("outcome")))
-        same = r.get("identical_to_pp1")
-        same = "-" if same is None else f"{same}/{r['n']}"
-        body.append(f'<tr data-label="{escape(r["label"])}"><td>{escape(r["label"])}</td><td>{escape(r["model"])}</td>'
-                    f"<td>{acc}</td><td>{same}</td></tr>")
-    return ((CSS if css else "") + '<div class="xp-pp" id="xp-pp-accuracy"><table class="xp-tbl"><tr><th>run</th>'
-            "<th>model</th><th>held-out exact match</th><th>same text as PP=1</th></tr>" + "".join(body)
-            + "</table></div>")
+# ---- captions, frame selection and tables live in their own modules (re-exported: one public face) ----
+from explainer.render_pp_frames import frame_caption, key_events  # noqa: E402,F401  (they import the above)
+from explainer.render_pp_tables import accuracy_table_html, bytes_table_html, sc_bytes  # noqa: E402,F401

@@ -13,6 +13,7 @@ display is deterministic; nothing changes until a click.
 from __future__ import annotations
 
 import os
+import time
 from html import escape
 from typing import Mapping, Sequence
 
@@ -87,9 +88,12 @@ class CommLab:
         self.button = W.Button(description="Run (2 processes)", button_style="primary")
         self.status = W.HTML()
         self.html = W.HTML()
+        self.runs = 0
         self.button.on_click(self._on_click)
+        from explainer.widgets import KERNEL_NOTE
+        note = W.HTML(f'<div style="font:12px system-ui,sans-serif;color:#555">▶ Run {escape(KERNEL_NOTE)}.</div>')
         self.widget = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
-                              W.HBox([self.gate, self.button]), self.status, self.html])
+                              W.HBox([self.gate, self.button]), note, self.status, self.html])
         self.run()
 
     def settings(self) -> dict:
@@ -99,11 +103,15 @@ class CommLab:
     def run(self) -> list[dict]:
         """One real run with the current control values; updates the status line and the HTML."""
         s = self.settings()
+        start = time.perf_counter()
         self.last = run_lab(**s, timeout=self.timeout)
+        self.runs += 1
+        ms = (time.perf_counter() - start) * 1e3
         title = (f"{s['arch']}, shm ops built={s['shm_ops_built']}, {s['nodes']} node(s), gate {s['gate']}, "
                  f"group {s['group_prefix']}")
-        self.status.value = (f'<span id="xp-comm-outcome" data-outcome="{outcome(self.last)}">'
-                             f"last run: {title} — <b>{outcome(self.last)}</b></span>")
+        self.status.value = (f'<span id="xp-comm-outcome" data-outcome="{outcome(self.last)}" data-runs="{self.runs}">'
+                             f'run {self.runs}: ran at {time.strftime("%H:%M:%S")}, took {ms:.0f} ms on 2 new rank '
+                             f"processes · {title} — <b>{outcome(self.last)}</b></span>")
         self.html.value = run_frame(title, self.last)
         return self.last
 

@@ -7,11 +7,14 @@ last rank's, empty when none); highlighted cells are ``td.xp-diverged[data-field
 
 from __future__ import annotations
 
-from explainer.render_pp import CSS, diverged_fields, key_events, rank_views_html
+from explainer.render_pp import CSS, diverged_fields, frame_caption, key_events, rank_views_html
 from explainer.trace import Trace
 from explainer.widgets import Stepper
 
-__all__ = ["frame_events", "frame_for", "rank_frames", "rank_stepper"]
+__all__ = ["frame_events", "frame_for", "rank_frames", "rank_stepper", "frame_bookmarks", "FRAME_HEIGHT"]
+
+FRAME_HEIGHT = 540          # px: the tallest PP=2 rank-view frame measured at 1000 px content width is 496 px
+NARROW_HEIGHT = 800         # px: under 900 px the rank columns wrap; the tallest frame at 600 px content is 788 px
 
 
 def frame_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
@@ -37,14 +40,36 @@ def rank_frames(trace: Trace, *, reference: Trace | None = None, max_frames: int
             for k in range(len(frame_events(trace, max_frames)))]
 
 
+def frame_bookmarks(trace: Trace, max_frames: int = 100) -> dict[str, int]:
+    """{label: frame} for the jump-to buttons: the first divergence, the first emitted text, the error, the end."""
+    events = frame_events(trace, max_frames)
+    marks: dict[str, int] = {}
+    for k, (i, _) in enumerate(events):
+        e = trace.events[i]
+        if e.data.get("error") and "✗ error" not in marks:
+            marks["✗ error"] = k
+        if diverged_fields(trace, i) and "≠ first divergence" not in marks:
+            marks["≠ first divergence"] = k
+        if any(e.data.get("emitted", {}).values()) and "first commit" not in marks:
+            marks["first commit"] = k
+    if len(events) > 1:
+        marks.setdefault("last frame", len(events) - 1)
+    return dict(sorted(marks.items(), key=lambda kv: kv[1]))
+
+
 def rank_stepper(trace: Trace, *, reference: Trace | None = None, max_frames: int = 100,
-                 interval_ms: int = 900) -> Stepper:
+                 interval_ms: int = 900, height: int | None = FRAME_HEIGHT,
+                 header_id: str = "xp-pp-stepper") -> Stepper:
     """Play + slider over the key events of ``trace``: every rank's view, divergent fields highlighted."""
     events = frame_events(trace, max_frames)
     first = next((k for k, (i, _) in enumerate(events) if diverged_fields(trace, i)), None)
-    header = (f'{CSS}<div class="xp-pp" id="xp-pp-stepper" data-frames="{len(events)}" '
+    header = (f'{CSS}<div class="xp-pp" id="{header_id}" data-frames="{len(events)}" '
               f'data-first-divergence-frame="{"" if first is None else first}">'
               f"{len(events)} frames over the {len(trace.events)} events of {trace.meta.get('scenario', 'the run')}"
-              + (f"; the first divergence is frame {first}" if first is not None else "; no divergence") + "</div>")
+              + (f"; the first divergence is frame {first + 1} (button ≠ first divergence)" if first is not None
+                 else "; no divergence") + "</div>")
+    captions = [frame_caption(trace, i, note) for i, note in events]
     return Stepper(rank_frames(trace, reference=reference, max_frames=max_frames), description="frame",
-                   interval_ms=interval_ms, header=header)
+                   interval_ms=interval_ms, header=header, captions=captions,
+                   bookmarks=frame_bookmarks(trace, max_frames), height=height,
+                   narrow_height=NARROW_HEIGHT if height else None)

@@ -1,19 +1,27 @@
-"""The canvas sampler's stepper: frames from ``render_canvas.canvas_frames`` in a ``widgets.Stepper``."""
+"""The canvas sampler's stepper: frames from ``render_canvas.canvas_story`` in a ``widgets.Stepper``.
+
+Each frame carries its "frame k of N · what happens" caption; "first renoise" and "commit k" are
+jump-to buttons (browser-side, so they work in a static export). The frame box has a fixed height.
+"""
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from explainer.render_canvas import canvas_frames
+from explainer.render_canvas import canvas_story
 from explainer.sampler import StepRecorder
 from explainer.widgets import Stepper
 
-__all__ = ["canvas_stepper"]
+__all__ = ["canvas_stepper", "FRAME_HEIGHT"]
+
+FRAME_HEIGHT = 650          # px: the tallest step frame (rules included) measured at 700 px width is 634 px: no page jump
 
 
 def canvas_stepper(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None = None,
                    config: Mapping | None = None, row: int = 0, commit_frames: bool = True,
-                   interval_ms: int = 900) -> Stepper:
+                   interval_ms: int = 900, height: int | None = FRAME_HEIGHT) -> Stepper:
     """Play + slider over every denoising step (and commit) of every canvas of one recorded generation."""
-    frames = canvas_frames(recorder, prompt, vocab=vocab, config=config, row=row, commit_frames=commit_frames)
-    return Stepper(frames, description="frame", interval_ms=interval_ms)
+    frames, captions, marks = canvas_story(recorder, prompt, vocab=vocab, config=config, row=row,
+                                           commit_frames=commit_frames)
+    return Stepper(frames, description="frame", interval_ms=interval_ms, captions=captions, bookmarks=marks,
+                   height=height)

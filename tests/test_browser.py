@@ -26,6 +26,7 @@ NB2 = REPO / "notebooks" / "02_pipeline_parallel.ipynb"
 ARTIFACTS = REPO / "test-artifacts"
 JS = Path(sys.prefix) / "share" / "explainer-js"
 FRAME = "div.xp-pp[id^=xp-pp-frame-] >> visible=true"
+from explainer.widgets_pp import FRAME_HEIGHT  # noqa: E402  (the fixed frame box)
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +41,29 @@ def expected() -> list[str]:
 
 
 def _shown(page) -> tuple[str, str]:
-    frame = page.locator(FRAME)
+    frame = page.locator(FRAME).first          # the notebook's first rank stepper (the knob's comes later)
     return frame.get_attribute("id"), frame.get_attribute("data-diverged")
 
 
 def _step_to(page, current: int, target: int) -> None:
-    handle = page.locator(".widget-slider .noUi-handle").first
+    handle = page.locator(".widget-slider .noUi-handle").first   # the rank stepper is the notebook's first slider
     handle.focus()
     for _ in range(target - current):
         handle.press("ArrowRight")
+
+
+def _check_jump(page, expected: list[str]) -> None:
+    """The "≠ first divergence" button (browser-side jslink, no kernel needed) shows the first divergent frame,
+    under its "frame k of N" caption, in the fixed-height box."""
+    first = next(k for k, d in enumerate(expected) if d)
+    page.locator("button.widget-toggle-button:text-is('≠ first divergence')").first.click()
+    page.wait_for_selector(f"#xp-pp-frame-{first} >> visible=true", timeout=20_000)
+    assert _shown(page) == (f"xp-pp-frame-{first}", expected[first])
+    caption = page.locator(f".xp-caption[data-frame='{first}'] >> visible=true").first.inner_text()
+    assert caption.startswith(f"frame {first + 1} of {len(expected)} · ") and "≠" in caption
+    box = page.evaluate("""k => document.querySelector('#xp-pp-frame-' + k).closest('.widget-html').parentElement
+        .getBoundingClientRect().height""", first)
+    assert abs(box - FRAME_HEIGHT) < 2                  # the fixed-height box: the page does not jump
 
 
 def _check_walk(page, expected: list[str]) -> None:
@@ -80,7 +95,8 @@ def test_lab_runs_notebook_2_and_the_stepper_follows_the_trace(expected):
         page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=180_000)
         page.locator("#xp-pp-stepper").scroll_into_view_if_needed()
         _check_walk(page, expected)
-        page.locator(FRAME).scroll_into_view_if_needed()
+        _check_jump(page, expected)
+        page.locator(FRAME).first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "notebook2-lab-rank-stepper.png"))
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count()
         assert errors == 0, "a cell wrote to stderr in the browser run"
@@ -97,6 +113,7 @@ def test_static_html_export_steps_without_a_kernel(expected, tmp_path):
     with chromium_page(allow_file=True) as page:
         page.goto(html.as_uri())
         _check_walk(page, expected)
-        page.locator(FRAME).scroll_into_view_if_needed()
+        _check_jump(page, expected)
+        page.locator(FRAME).first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "notebook2-static-rank-stepper.png"))
     shutil.copy(html, ARTIFACTS / html.name)

@@ -65,7 +65,8 @@ def known_record(canvas_index=1, cur_step=3, finished=False, stable=False, confi
 def cells(html, row_class):
     """(classes, text) of every cell in the grid row with class ``row_class``."""
     row = re.search(rf'<tr class="{row_class}">(.*?)</tr>', html).group(1)
-    return [(c.split(), t) for c, t in re.findall(r'<span class="xp-cell ([^"]*)"[^>]*>([^<]*)</span>', row)]
+    return [(c.split(), t) for c, t in
+            re.findall(r'<span class="xp-cell ([^"]*)"[^>]*>([^<]*)(?:<sup>[^<]*</sup>)?</span>', row)]
 
 
 def render_known(**kw):
@@ -104,7 +105,7 @@ def test_frame_header_ids_prefix_temperature_and_stop_numbers():
     stop = re.search(r'id="xp-c2-s2-stop">(.*?)</div>', html).group(1)
     assert "accepted 2 of 4" in stop and "entropy bound 0.1" in stop
     assert "mean entropy 0.8758 ≥ 0.005" in stop
-    assert 'stable <span class="xp-no">no</span>' in stop and 'confident <span class="xp-yes">yes</span>' in stop
+    assert 'stable <span class="xp-no">✗ no</span>' in stop and 'confident <span class="xp-yes">✓ yes</span>' in stop
     prefix = re.search(r'id="xp-c2-s2-prefix">(.*?)</div>', html).group(1)
     assert "3 prompt tokens + 1 canvas" in prefix
     assert prefix.count("xp-block") == 2 and prefix.count("xp-prefix") == 7
@@ -156,24 +157,26 @@ def test_step_budget_and_frozen_rows():
     assert "step budget used up" in row1[3]
     summary = rc.render_summary(rec, vocab=VOCAB, config=cfg, row=1)
     assert "step budget (4) used up" in summary
-    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>4</td><td>1 ×4</td>', summary)
+    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>4</td><td>steps 1–4: 1/4 each</td>', summary)
 
 
 def test_summary_table():
     rec, cfg, _ = run(TARGETS)
     html = rc.render_summary(rec, vocab=VOCAB, config=cfg)
     assert html.count('<tr id="xp-summary-c') == 2
-    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>2</td><td>4 · 4</td><td>stable and confident</td>', html)
+    assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>2</td><td>step 1: 4/4 · step 2: 4/4</td>'
+                     r'<td>stable and confident</td>', html)
     assert "4 decoder forwards for 8 tokens (2.00 tokens per forward)" in html
     assert 'id="xp-summary-legend"' in html
 
 
-def test_temperature_table_matches_the_schedule():
+def test_temperature_table_one_row_per_cur_step():
     rec, cfg, _ = run(TARGETS)
     html = rc.render_temperatures(rec, config=cfg)
-    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td><td>([\d.]+)</td><td>([\d.]+)</td></tr>", html)
-    assert [(r[0], r[2]) for r in rows] == [("1", "4"), ("1", "3"), ("2", "4"), ("2", "3")]
-    assert all(r[3] == r[4] for r in rows) and rows[0][3] == "0.8000" and rows[1][3] == "0.7000"
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>([\d.]+)</td><td>([\d.]+)</td><td>([^<]*)</td></tr>", html)
+    # two canvases of 2 steps each: cur_step 4 and 3, each used by both canvases (not four look-alike rows)
+    assert [(r[0], r[1], r[4]) for r in rows] == [("4", "1", "all 2 canvases"), ("3", "2", "all 2 canvases")]
+    assert all(r[2] == r[3] for r in rows) and rows[0][2] == "0.8000" and rows[1][2] == "0.7000"
     assert "0.5000" in html                                   # last possible value at cur_step 1 of 4
 
 
@@ -207,6 +210,66 @@ def test_hf_tiny_is_the_reference_recipe():
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
 
 
-def test_accepted_counts_fold_long_runs():
-    assert rc._runs([8, 7, 8, 8, 8]) == "8 · 7 · 8 ×3"
-    assert rc._runs([4, 4]) == "4 · 4" and rc._runs([]) == ""
+def test_accepted_counts_name_their_steps():
+    assert rc._runs([8, 7, 8, 8, 8], 8) == "step 1: 8/8 · step 2: 7/8 · steps 3–5: 8/8 each"
+    assert rc._runs([4, 4]) == "step 1: 4 · step 2: 4" and rc._runs([]) == ""
+
+
+def test_every_cell_state_carries_a_badge_and_the_legend_names_badges_not_colours():
+    html = render_known(last=True, record=dict(finished=True, stable=True))
+    nxt = re.search(r'<tr class="xp-row-next">(.*?)</tr>', html).group(1)
+    assert nxt.count("<sup>✓</sup>") == 2 and nxt.count("<sup>↻</sup>") == 2
+    assert re.search(r'<tr class="xp-row-argmax">(.*?)</tr>', html).group(1).count("<sup>⇓</sup>") == 4
+    legend = re.search(r'id="xp-c2-s2-legend">(.*?)</div>', html).group(1)
+    assert "✓ solid outline = accepted" in legend and "↻ dashed outline = renoised" in legend
+    for colour in ("green", "orange", "red", "blue"):
+        assert colour not in legend
+
+
+def _unsure_run():
+    """A flat-ish fake model: several positions over the bound, so the accept rule renoises some."""
+    class Unsure(PeakyLM):
+        def decode(self, canvas, sc):
+            logits = super().decode(canvas, sc)
+            logits[0, 1:, :] = torch.linspace(0, 3, self.vocab_size)       # positions 1.. are unsure
+            return logits
+    rec = StepRecorder()
+    generate(Unsure(TARGETS), PROMPT, generator=torch.Generator().manual_seed(0), recorder=rec,
+             **{**CFG, "max_new_tokens": 4})
+    return rec
+
+
+def test_accept_rule_arithmetic_matches_the_samplers_verdict():
+    rec = _unsure_run()
+    frames, captions, marks = rc.canvas_story(rec, PROMPT, vocab=VOCAB, config=CFG)
+    assert "first renoise" in marks and "commit 1" in marks
+    for k, rec_step in enumerate(rec.steps):
+        rule = re.search(r'id="xp-c1-s%d-accept">(.*?)</table></div>' % (k + 1), frames[k]).group(1)
+        cells = re.findall(r'data-pos="(\d)" data-accepted="(\d)">pos \d<br>h ([\d.]+)<br>Σ ([\d.]+) (≤|&gt;) 0.1<br>'
+                           r'<b class="xp-(acc|ren)">(✓|↻)</b>', rule)
+        assert len(cells) == 4
+        for pos, acc, h, before, cmp, cls, badge in cells:
+            # the arithmetic shown decides the verdict shown, and the verdict is the sampler's own
+            assert (cmp == "≤") == (acc == "1") == (badge == "✓") == bool(rec_step.accepted[0, int(pos)])
+        assert [float(c[3]) for c in cells] == sorted(float(c[3]) for c in cells)     # running sums ascend
+    assert any("↻ renoised" in c and not c.startswith("canvas 1, step 1: 4 ✓") for c in captions)
+
+
+def test_stop_rule_shows_the_comparison_and_the_mean():
+    rec, cfg, _ = run(TARGETS)
+    frames = rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
+    first = re.search(r'id="xp-c1-s1-rule">(.*?)</div>', frames[0]).group(1)
+    assert "no earlier draft to compare with yet" in first and "stable <span class=\"xp-no\">✗ no</span>" in first
+    second = re.search(r'id="xp-c1-s2-rule">(.*?)</div>', frames[1]).group(1)
+    assert "4 of 4 positions equal" in second and "stable <span class=\"xp-yes\">✓ yes</span>" in second
+    assert re.search(r"mean entropy = [\d.]+ / 4 = [\d.]+ &lt; 0.005", second)
+
+
+def test_stepper_captions_bookmarks_and_fixed_height():
+    rec, cfg, _ = run(TARGETS)
+    st = canvas_stepper(rec, PROMPT, vocab=VOCAB, config=cfg)
+    assert st.stack.layout.height.endswith("px") and st.stack.layout.overflow == "auto"
+    assert st.caption.startswith("frame 1 of 6 · canvas 1, step 1: 4 ✓ accepted, 0 ↻ renoised; not stable")
+    assert st.bookmarks == {"commit 1": 2, "commit 2": 5}
+    assert 'id="xp-c2-commit"' in st.jump_to("commit 2") and st.slider.value == 5
+    assert "frame 6 of 6 · canvas 2 committed after 2 steps" in st.caption

@@ -72,7 +72,7 @@ def test_same_node_path_is_the_shm_chain_only():
     assert off == {"elif_kind", "fb_log", "fb_silent"}
     assert te == {"start -> c_arch", "c_arch -> c_ops", "c_ops -> c_kind", "c_kind -> c_names", "c_names -> shm"}
     assert all(e.endswith("-> elif_kind") or e.startswith("elif_kind") for e in oe)
-    assert "observed: yes (X86 in {X86, ARM, S390X})" in label(dot, "c_arch")
+    assert "observed: ✓ yes (X86 in {X86, ARM, S390X})" in label(dot, "c_arch")
     assert "rank 1: 41000-pp:0-[0-1]-cpushm" in label(dot, "c_names")
     assert "supports_tensor_dict = True" in label(dot, "shm")
     assert "penwidth=3" in re.search(r"^  c_names -> shm .*$", dot, re.M).group(0)
@@ -84,7 +84,7 @@ def test_name_disagreement_falls_back_with_vllms_log_line():
     taken, off, te, _ = classes(dot)
     assert taken == {"start", "c_arch", "c_ops", "c_kind", "c_names", "elif_kind", "fb_log"}
     assert {"shm", "fb_silent"} <= off and "c_names -> elif_kind" in te and "c_names -> shm" not in te
-    assert "observed: NO" in label(dot, "c_names")
+    assert "observed: ✗ NO" in label(dot, "c_names")
     assert "PORT@node0-pp:0-[0-1]-cpushm" in label(dot, "c_names") and "42000" not in dot
     assert "CPU SHM communicator disabled for group pp:0" in label(dot, "fb_log")
 
@@ -96,7 +96,7 @@ def test_short_circuit_marks_later_conditions_not_evaluated():
     assert {"c_ops", "c_kind", "c_names", "shm"} <= off
     assert te == {"start -> c_arch", "c_arch -> elif_kind", "elif_kind -> fb_log"}
     assert "not evaluated (short-circuit)" in label(dot, "c_ops")
-    assert "observed: NO (POWERPC in" in label(dot, "c_arch")
+    assert "observed: ✗ NO (POWERPC in" in label(dot, "c_arch")
 
 
 def test_non_tp_pp_group_falls_back_silently():
@@ -171,3 +171,20 @@ def test_bench_figure_plots_both_paths_and_memcpy():
     assert any("memcpy" in x for x in labels)
     shm = next(l for l in b.lines if "shared memory" in l.get_label())
     assert list(shm.get_ydata()) == pytest.approx([4096 / 5e9 * 1e6, (1 << 20) / 5e9 * 1e6])
+
+
+def _edge_label(dot: str, a: str, b: str) -> str:
+    return re.search(rf'^  {a} -> {b} .*label="([^"]*)"', dot, re.M).group(1)
+
+
+def test_decision_edges_and_legend_carry_symbols_not_colour_names():
+    dot = R.run_selection_dot(run(INTER_NODE, "post-40150", nodes=2), rank=1)
+    assert _edge_label(dot, "c_kind", "c_names") == "▶ ✓ yes"           # taken, condition held
+    assert _edge_label(dot, "c_names", "elif_kind") == "▶ ✗ no"         # taken, condition failed
+    assert _edge_label(dot, "c_names", "shm") == "✓ yes"                # not taken: no ▶
+    legend = re.search(r'^  legend .*label="([^"]*)"', dot, re.M).group(1)
+    assert "✓ yes" in legend and "✗ NO" in legend and "▶" in legend
+    for colour in ("green", "red", "orange", "blue"):
+        assert colour not in legend
+    routing = R.tensor_dict_dot(run(INTER_NODE, "pre-40150", nodes=2, errors=PRE_ERRORS))
+    assert _edge_label(routing, "gate", "custom") == "▶ ✓ True" and "✗ dist_module" in label(routing, "attr_error")

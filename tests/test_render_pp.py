@@ -30,7 +30,7 @@ def test_stages_dot_generic_draws_the_never_sent_state_dashed_red(runs):
     assert never_sent(t) == ["is_encoder_phase", "self_conditioning_embeds", "draft_tokens"]
     stale = [line for line in src.splitlines() if "never sent" in line]
     assert len(stale) == 1 and "r1_state -> r0_state" in stale[0] and "style=dashed" in stale[0]
-    assert "#c62828" in stale[0]
+    assert "#D55E00" in stale[0] and "✗ never sent (STALE on rank 0)" in stale[0]
     for f, shape in (("is_encoder_phase", "bool [n]"), ("self_conditioning_embeds", "float32 [n, CL, H]"),
                      ("draft_tokens", "int64 [n, CL]")):
         assert f"{f}  {shape}" in stale[0]
@@ -38,9 +38,9 @@ def test_stages_dot_generic_draws_the_never_sent_state_dashed_red(runs):
     c = crossing(t)
     assert c["hidden_states"]["dtype"] == "float32" and c["sampled_token_ids"]["dtype"] == "int64"
     assert c["sampled_token_ids"]["shape"] == [1, t.meta["canvas_length"] + 1]
-    assert f"hidden_states  float32 {c['hidden_states']['shape']}  {c['hidden_states']['bytes']:,} B/step" in src
-    assert f"sampled_token_ids  int64 [1, 9]  {c['sampled_token_ids']['bytes']} B/step" in src
-    assert "num_sampled_num_rejected  int32 [2, 1]  8 B/step" in src
+    assert f"hidden_states\\n  float32 {c['hidden_states']['shape']}  {c['hidden_states']['bytes']:,} B/step" in src
+    assert f"sampled_token_ids\\n  int64 [1, 9]  {c['sampled_token_ids']['bytes']} B/step" in src
+    assert "num_sampled_num_rejected\\n  int32 [2, 1]  8 B/step" in src
 
 
 def test_stages_dot_state_sync_draws_those_edges_as_real_transfers(runs):
@@ -48,8 +48,8 @@ def test_stages_dot_state_sync_draws_those_edges_as_real_transfers(runs):
     src = stages_dot(t)
     assert never_sent(t) == [] and "never sent" not in src and "style=dashed" not in src
     assert "state sync (#52015)" in src
-    assert "self_conditioning_embeds  float32 [1, 8, 64]  2,048 B/step" in src
-    assert "is_encoder_phase  bool [1]  1 B/step" in src and "draft_tokens  int64 [1, 8]  64 B/step" in src
+    assert "self_conditioning_embeds\\n  float32 [1, 8, 64]  2,048 B/step" in src
+    assert "is_encoder_phase\\n  bool [1]  1 B/step" in src and "draft_tokens\\n  int64 [1, 8]  64 B/step" in src
 
 
 def test_stages_dot_pp1_has_one_stage_and_no_crossing(runs):
@@ -112,8 +112,8 @@ def test_event_dot_marks_stale_state_red_and_edges_carry_bytes(runs):
     t = runs["pp2-pre-fix-int64"].trace
     div = t.first_divergence()
     src = event_dot(t, div["event"])
-    assert 'rank0 [label="rank 0\\nstale: is_encoder_phase (read here), draft_tokens (read here)"' in src
-    assert 'color="#c62828"' in src
+    assert 'rank0 [label="rank 0\\nSTALE: is_encoder_phase (read here), draft_tokens (read here)"' in src
+    assert 'color="#D55E00"' in src
     bc = next(e for e in t.events if e.phase == "broadcast" and not e.warmup)
     assert 'rank1 -> rank0 [label="sampled_token_ids int64 [1, 9] 72 B"' in event_dot(t, bc.index)
 
@@ -169,6 +169,46 @@ def test_stale_fields_are_listed_once_per_rank_however_many_requests_differ(runs
     trace = runs["pp2-pre-fix"].trace                   # warmup: two _warmup_ requests, both stale on rank 0
     crash = next(e for e in trace.events if e.data.get("error"))
     html = rank_views_html(trace, crash.index)
-    (listed,) = re.findall(r"stale: ([^<]+)</span>", html)
+    (listed,) = re.findall(r"STALE: ([^<]+)</span>", html)
     fields = listed.split(", ")
     assert sorted(fields) == ["draft_tokens", "is_encoder_phase"] and len(fields) == len(set(fields))
+
+
+def test_frames_carry_badges_not_only_colours(runs):
+    t = runs["pp2-pre-fix-int64"].trace
+    div = t.first_divergence()
+    html = rank_views_html(t, div["event"])
+    for field in div["fields"]:
+        cell = re.search(rf'<td class="xp-diverged" data-field="{field}">(.*?)</td>', html).group(1)
+        assert cell.startswith('<span class="xp-badge">≠ READ</span>')
+    for cell in re.findall(r'<td class="xp-stale" data-field="[a-z_]+">(.*?)</td>', html):
+        assert cell.startswith('<span class="xp-badge">STALE</span>')
+    legend = re.search(r'id="xp-pp-event-\d+-legend">(.*?)</div>', html).group(1)
+    assert "≠ READ" in legend and "STALE" in legend and " red" not in legend and "amber" not in legend
+    assert "≠ diverged" in html
+
+
+def test_user_frames_hide_warmup_leftovers_and_say_why_canvas_is_not_marked(runs):
+    t = runs["pp2-pre-fix-int64"].trace
+    first_user = next(e for e in t.events if not e.warmup and e.rank is not None)
+    html = rank_views_html(t, first_user.index)
+    rows = re.findall(r"<tr><th colspan=\"2\" style=\"text-align:left\">([^<]+)</th></tr>", html)
+    assert not any(r.startswith("_warmup_") for r in rows)
+    if any(rid.startswith("_warmup_") for v in first_user.views.values() for rid in v):
+        assert 'data-role="warmup-left"' in html
+    div = t.first_divergence()
+    later = rank_views_html(t, div["event"])
+    e = t.events[div["event"]]
+    if e.views[0]["req-0"]["canvas"] != e.views[t.owner_rank]["req-0"]["canvas"]:
+        assert "differs: own copy, not read by this rank" in later
+
+
+def test_frame_caption_names_the_divergence(runs):
+    from explainer.render_pp import frame_caption
+    t = runs["pp2-pre-fix-int64"].trace
+    div = t.first_divergence()
+    cap = frame_caption(t, div["event"])
+    assert cap.startswith(f"engine step {div['step']} · rank 0 prepare: ≠ reads ")
+    assert all(f in cap for f in div["fields"])
+    crash = next(e for e in runs["pp2-pre-fix"].trace.events if e.data.get("error"))
+    assert "✗ AssertionError" in frame_caption(runs["pp2-pre-fix"].trace, crash.index)

@@ -38,6 +38,9 @@ def test_lab_buttons_rerun_the_real_selection():
     assert _shown_outcome(lab) == "delivered" and lab.last[1]["path"].startswith("generic")
     assert "CPU SHM communicator disabled for group pp:0" in lab.html.value
     assert len(idents) == 3 and _segments(idents) == []                  # nothing left in /dev/shm
+    lab.button.click()                       # same settings, same result: the status still shows a new run
+    assert 'data-runs="4"' in lab.status.value and re.search(r"run 4: ran at \d\d:\d\d:\d\d, took \d+ ms",
+                                                               lab.status.value)
 
 
 def test_run_lab_rejects_bad_settings_before_starting_processes():

@@ -64,3 +64,16 @@ def test_frames_stay_small(run):
     s = rank_stepper(trace, reference=ref)
     assert max(len(f.encode()) for f in s.frames) < 8000
     assert "<style>" in s.widget.children[0].value and all("<style>" not in f for f in s.frames)
+
+
+def test_jump_to_first_divergence_and_captions(run):
+    trace, ref = run
+    s = rank_stepper(trace, reference=ref)
+    first = trace.first_divergence()
+    k = next(k for k, (i, _) in enumerate(frame_events(trace)) if i == first["event"])
+    assert s.bookmarks["≠ first divergence"] == k
+    assert "first commit" in s.bookmarks and s.bookmarks["first commit"] > k
+    html = s.jump_to("≠ first divergence")
+    assert s.slider.value == k and f'id="xp-pp-frame-{k}"' in html
+    assert s.caption.startswith(f"frame {k + 1} of {len(s.frames)} · engine step {first['step']} · rank 0 prepare: ≠")
+    assert s.stack.layout.height.endswith("px")

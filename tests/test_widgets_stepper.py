@@ -16,7 +16,7 @@ def test_slider_moves_the_stack_and_current_frame():
 def test_play_and_slider_span_the_frames():
     s = Stepper([str(i) for i in range(7)], start=3)
     assert (s.play.max, s.slider.max, s.slider.value) == (6, 6, 3)
-    assert [c.value for c in s.stack.children] == [str(i) for i in range(7)]
+    assert [c.value.split("</div>", 1)[1] for c in s.stack.children] == [str(i) for i in range(7)]
 
 
 @pytest.mark.parametrize("frames,start", [([], 0), (["x"], 1), (["x"], -1)])
@@ -30,3 +30,31 @@ def test_frontend_links_exist_so_a_static_export_steps_without_a_kernel():
     links = {(l.source[0], l.source[1], l.target[0], l.target[1]) for l in s.links}
     assert (s.play, "value", s.slider, "value") in links
     assert (s.slider, "value", s.stack, "selected_index") in links
+
+
+def test_captions_fixed_height_and_jump_buttons_are_browser_side():
+    s = Stepper(["a", "b", "c", "d"], captions=["one", "two", "three", "four"], bookmarks={"≠ first divergence": 2},
+                height=300)
+    assert s.stack.layout.height == "300px" and s.stack.layout.overflow == "auto"
+    assert [c.value.split("</div>")[0].split(">")[-1] for c in s.stack.children][2] == "frame 3 of 4 · three"
+    assert s.caption == "frame 1 of 4 · one"
+    # the jump control: one option per frame, its index jslinked to the slider (equal values), so a click
+    # moves the slider, and the slider the stack, with no kernel
+    links = {(l.source[0], l.source[1], l.target[0], l.target[1]) for l in s.links}
+    assert (s.jump, "index", s.slider, "value") in links
+    assert len(s.jump.options) == 4 and s.jump.options[2] == ("≠ first divergence", 2)
+    assert s.jump_to("≠ first divergence") == "c" and s.slider.value == 2 and s.stack.selected_index == 2
+    s.slider.value = 1
+    assert s.jump.index == 1                  # the buttons follow the slider (none of the bookmarks pressed)
+    # only the bookmarked button is shown: a scoped style hides the others
+    style = next(c.value for c in s.widget.children if "<style>" in str(getattr(c, "value", "")))
+    assert "nth-of-type(3)" in style and "display:none" in style
+
+
+def test_bad_bookmarks_and_captions_are_rejected():
+    with pytest.raises(ValueError):
+        Stepper(["a"], bookmarks={"x": 3})
+    with pytest.raises(ValueError):
+        Stepper(["a", "b"], captions=["only one"])
+    with pytest.raises(ValueError):
+        Stepper(["a", "b"], bookmarks={"x": 1}).jump_to("y")

@@ -1,0 +1,198 @@
+"""Live knobs: change a setting, press Run, and a real run re-renders the picture (needs a kernel).
+
+* ``SamplerKnobs`` (notebook 1): prompt number, entropy bound, seed → ``sampler.generate`` on the shipped
+  checkpoint → a new canvas stepper.
+* ``PPKnobs`` (notebook 2): PP size, PP mode (which state crosses ranks) and prompt → a real engine run
+  (``pp_scenarios.run_demo``) next to PP=1 → first divergence, text, and exact match on a few held-out
+  prompts (``commands.accuracy.evaluate``) → a new rank stepper.
+
+Each shows "ran at HH:MM:SS, took N ms" after every run, so a click always shows it ran, and says it
+needs a running kernel (in a static export the buttons are dead; the stored picture still steps).
+The construction does one real run with the defaults. No logic here beyond wiring: every number comes
+from the library.
+"""
+
+from __future__ import annotations
+
+import time
+from html import escape
+
+import ipywidgets as W
+
+from explainer.widgets import KERNEL_NOTE
+
+__all__ = ["SamplerKnobs", "PPKnobs", "run_sampler", "run_pp", "PP_MODES_SHOWN"]
+
+PP_MODES_SHOWN = ("generic-int64", "state-sync", "generic")
+
+
+def _stamp(ms: float) -> str:
+    return f'<span class="xp-ran">ran at {time.strftime("%H:%M:%S")}, took {ms:.0f} ms</span>'
+
+
+def _note() -> W.HTML:
+    return W.HTML(f'<div style="font:12px system-ui,sans-serif;color:#555">▶ Run {escape(KERNEL_NOTE)}.</div>')
+
+
+# ---- notebook 1 --------------------------------------------------------------------------------------
+def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: dict):
+    """One real generation: (recorder, prompt tensor, text, config used)."""
+    import torch
+
+    from explainer import task
+    from explainer.engine import one_torch_thread
+    from explainer.model import CachedLM
+    from explainer.sampler import StepRecorder, generate
+
+    cfg = {**gen_cfg, "entropy_bound": float(entropy_bound)}
+    prompt = torch.tensor([task.encode(str(number))])
+    rec = StepRecorder()
+    with one_torch_thread():                  # tiny tensors: intra-op threads only add contention
+        out = generate(CachedLM(model), prompt, generator=torch.Generator().manual_seed(int(seed)), recorder=rec,
+                       **cfg)
+    return rec, prompt, task.decode(out[0, prompt.shape[1]:]), cfg
+
+
+class SamplerKnobs:
+    """Prompt number, entropy bound, seed + Run → a real generation stepped frame by frame."""
+
+    def __init__(self, model, gen_cfg: dict, *, number: int = 42, entropy_bound: float = 0.1, seed: int = 0):
+        self.model, self.gen_cfg = model, dict(gen_cfg)
+        self.number = W.BoundedIntText(value=number, min=0, max=999, description="prompt",
+                                       layout=W.Layout(width="160px"))
+        self.bound = W.FloatLogSlider(value=entropy_bound, base=10, min=-3, max=1, step=0.25,
+                                      description="entropy bound", readout_format=".3g",
+                                      style={"description_width": "initial"})
+        self.seed = W.BoundedIntText(value=seed, min=0, max=99999, description="seed", layout=W.Layout(width="160px"))
+        self.button = W.Button(description="Run", button_style="primary", icon="play")
+        self.status = W.HTML()
+        self.box = W.VBox()
+        self.button.on_click(lambda _b: self._click())
+        self.widget = W.VBox([W.HBox([self.number, self.bound, self.seed, self.button]), _note(), self.status,
+                              self.box])
+        self.run()
+
+    def run(self):
+        from explainer import task
+        from explainer.widgets_sampler import canvas_stepper
+
+        start = time.perf_counter()
+        rec, prompt, text, cfg = run_sampler(self.model, self.number.value, self.bound.value, self.seed.value,
+                                             self.gen_cfg)
+        self.stepper = canvas_stepper(rec, prompt, vocab=task.VOCAB, config=cfg)
+        ms = (time.perf_counter() - start) * 1e3
+        expected = task.spell(self.number.value) if 100 <= self.number.value <= 999 else None
+        verdict = ("" if expected is None else
+                   f" · {'✓ equals' if text == expected else '✗ differs from'} {expected!r}")
+        self.last = {"text": text, "steps": [c.steps for c in rec.canvases], "ms": ms}
+        self.status.value = (f'<div id="xp-knob-sampler" style="font:13px system-ui,sans-serif">{_stamp(ms)} · prompt '
+                             f"{self.number.value}, bound {self.bound.value:.3g}, seed {self.seed.value} → "
+                             f"<code>{escape(repr(text))}</code>{escape(verdict)} · steps per canvas "
+                             f"{self.last['steps']}</div>")
+        self.box.children = [self.stepper.widget]
+        return self.last
+
+    def _click(self) -> None:
+        self.button.disabled = True
+        try:
+            self.run()
+        except Exception as exc:                          # noqa: BLE001 - JupyterLab would swallow it
+            self.status.value = f"run failed: {escape(type(exc).__name__)}: {escape(str(exc))}"
+        finally:
+            self.button.disabled = False
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+# ---- notebook 2 --------------------------------------------------------------------------------------
+def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3) -> dict:
+    """A real engine run of one prompt at ``pp``/``mode`` next to PP=1, plus exact match on ``held_out``
+    held-out prompts in the same configuration. The pre-#45828 model, since the post-fix one rejects PP > 1."""
+    import contextlib
+    import io
+
+    from explainer import task
+    from explainer.commands.accuracy import evaluate
+    from explainer.pp_scenarios import PRE_FIX_MODEL, run_demo
+    from explainer.registry import DEFAULT_MODEL
+
+    model = PRE_FIX_MODEL if pp > 1 else DEFAULT_MODEL
+    res = run_demo(f"knob-pp{pp}-{mode}", "inprocess", model=model, pp=pp, mode=mode, prompt=str(number), seed=seed)
+    ref = run_demo("pp1", "inprocess", model=DEFAULT_MODEL, pp=1, prompt=str(number), seed=seed)
+    numbers = task.held_out_numbers()[:held_out]
+    with contextlib.redirect_stderr(io.StringIO()):        # the accuracy command's progress line
+        acc = evaluate(numbers, model=model, pp=pp, mode=mode, seed=seed, label=f"PP={pp} {mode}")
+    return {"result": res, "reference": ref, "accuracy": acc, "numbers": numbers,
+            "first_divergence": res.trace.first_divergence() if res.outcome == "ok" else None}
+
+
+class PPKnobs:
+    """PP size, PP mode and prompt + Run → a real engine run: outcome, first divergence, accuracy, stepper."""
+
+    def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3):
+        from explainer.pp_utils import STATE_SYNC_FIELDS
+        self.held_out = held_out
+        self.pp = W.ToggleButtons(options=[1, 2, 3, 4], value=pp, description="PP size",
+                                  style={"button_width": "40px"})
+        self.mode = W.ToggleButtons(options=list(PP_MODES_SHOWN), value=mode, description="PP mode",
+                                    tooltips=["back-channel: sampled ids only (int64)",
+                                              f"also syncs {', '.join(STATE_SYNC_FIELDS)}",
+                                              "pre-#45828 as shipped: int32 ids"],
+                                    style={"button_width": "auto"})
+        self.number = W.BoundedIntText(value=number, min=100, max=999, description="prompt",
+                                       layout=W.Layout(width="160px"))
+        self.button = W.Button(description="Run", button_style="primary", icon="play")
+        self.status = W.HTML()
+        self.box = W.VBox()
+        self.button.on_click(lambda _b: self._click())
+        fields = W.HTML('<div style="font:12px system-ui,sans-serif;color:#555">state fields each mode sends from '
+                        f"the last rank: generic / generic-int64: none (sampled ids only); state-sync: "
+                        f"{escape(', '.join(STATE_SYNC_FIELDS))}</div>")
+        self.widget = W.VBox([self.pp, self.mode, W.HBox([self.number, self.button]), fields, _note(), self.status,
+                              self.box])
+        self.run()
+
+    def run(self) -> dict:
+        from explainer.widgets_pp import rank_stepper
+
+        start = time.perf_counter()
+        out = run_pp(self.pp.value, self.mode.value, self.number.value, held_out=self.held_out)
+        res, ref, acc = out["result"], out["reference"], out["accuracy"]
+        self.stepper = (rank_stepper(res.trace, reference=ref.trace, header_id="xp-pp-knob-stepper")
+                        if res.trace.events else None)
+        ms = (time.perf_counter() - start) * 1e3
+        div = out["first_divergence"]
+        lines = [f"{_stamp(ms)} · PP={self.pp.value}, {self.mode.value}, prompt {self.number.value}: "
+                 f"outcome <b>{escape(res.outcome)}</b>"]
+        if res.error:
+            lines.append(f"✗ {escape(res.error['type'])}: {escape(res.error['message'])}")
+        else:
+            same = res.output_text == ref.output_text
+            lines.append(f"text <code>{escape(repr(res.output_text))}</code> vs PP=1 "
+                         f"<code>{escape(repr(ref.output_text))}</code> {'✓ same' if same else '≠ differs'}")
+            lines.append("first divergence: " + ("none (✓ no rank ever read state that differs from the owner's)"
+                                                 if div is None else
+                         f"≠ engine step {div['step']}, rank {div['rank']} {div['phase']} reads "
+                         f"{', '.join(div['fields'])}"))
+        em = acc.get("exact_match")
+        lines.append(f"held-out exact match on {len(out['numbers'])} prompts {out['numbers']}: "
+                     + (f"{em:.0%}" if em is not None else escape(str(acc.get("outcome")))))
+        self.last = {"outcome": res.outcome, "text": res.output_text, "first_divergence": div, "exact_match": em,
+                     "ms": ms}
+        self.status.value = ('<div id="xp-knob-pp" style="font:13px system-ui,sans-serif">'
+                             + "<br>".join(lines) + "</div>")
+        self.box.children = [self.stepper.widget] if self.stepper else []
+        return self.last
+
+    def _click(self) -> None:
+        self.button.disabled = True
+        try:
+            self.run()
+        except Exception as exc:                          # noqa: BLE001 - JupyterLab would swallow it
+            self.status.value = f"run failed: {escape(type(exc).__name__)}: {escape(str(exc))}"
+        finally:
+            self.button.disabled = False
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)

@@ -1,0 +1,47 @@
+"""Live knobs: a click re-runs the real thing and says when it ran; the static note says a kernel is needed."""
+
+import html
+import re
+
+import pytest
+
+from explainer.model import load_pretrained, metadata
+from explainer.widgets_knobs import PPKnobs, SamplerKnobs
+
+
+def _text(widget) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", widget.value))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_pretrained(), dict(metadata()["generation_config"])
+
+
+def test_sampler_knobs_rerun_a_real_generation(model):
+    m, cfg = model
+    k = SamplerKnobs(m, cfg, number=347)
+    first = _text(k.status)
+    assert re.search(r"ran at \d\d:\d\d:\d\d, took \d+ ms", first)
+    assert "'three hundred forty-seven'" in first and "✓ equals" in first
+    assert k.box.children == (k.stepper.widget,) and k.stepper.caption.startswith("frame 1 of ")
+    k.number.value, k.bound.value = 5, 0.001
+    k.button.click()                                   # what a click in the browser does, with a kernel
+    assert k.last["steps"] == [47, 2] and "prompt 5, bound 0.001" in _text(k.status)
+    assert k.box.children == (k.stepper.widget,) and len(k.stepper.frames) == 47 + 2 + 2
+    assert "needs a running kernel" in k.widget.children[1].value
+
+
+def test_pp_knobs_show_divergence_text_and_accuracy():
+    k = PPKnobs(mode="state-sync", held_out=2)
+    s = _text(k.status)
+    assert re.search(r"ran at \d\d:\d\d:\d\d, took \d+ ms", s) and "outcome ok" in s
+    assert k.last["first_divergence"] is None and "✓ same" in s and k.last["exact_match"] == 1.0
+    k.mode.value = "generic-int64"
+    k.button.click()
+    d = k.last["first_divergence"]
+    assert (d["step"], d["rank"], sorted(d["fields"])) == (2, 0, ["draft_tokens", "is_encoder_phase"])
+    assert "≠ differs" in _text(k.status) and k.stepper.bookmarks["≠ first divergence"] >= 0
+    k.mode.value = "generic"
+    k.button.click()
+    assert k.last["outcome"] == "warmup-crash" and "✗ AssertionError" in _text(k.status)
