@@ -1,0 +1,144 @@
+"""Sphinx configuration of the explainer site (`make docs`).
+
+The source directory is the repository root (`sphinx-build -c docs . OUT`), so the notebooks are read
+where nbval reads them (`notebooks/*.ipynb`), nothing is copied or symlinked, and only the files listed
+in `include_patterns` become pages. The notebooks are rendered from their stored outputs: MyST-NB never
+executes them (`nb_execution_mode = "off"`).
+
+Offline: the widget manager (npm `@jupyter-widgets/html-manager`), require.js and the widgets' icon
+fonts are served from the site itself (see `_widget_assets`), never from a CDN.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(DOCS / "_ext"))  # explainer_site
+
+import explainer  # noqa: E402  (the version, and autodoc imports it anyway)
+
+project = "explainer"
+author = "the explainer authors"
+copyright = "the explainer authors, Apache-2.0"
+release = version = explainer.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "explainer_site",
+]
+
+# --- which files are pages --------------------------------------------------------------------------
+root_doc = "docs/index"
+_has_sources = (ROOT / "SOURCES.md").exists()  # the repo's SOURCES.md replaces docs/sources.md
+# Table-of-contents entries for pages other parts of the repo add; `% optional-pages` in index.md
+# becomes these lines (explainer_site), so an absent page never breaks the build.
+optional_pages = [
+    *(["/docs/instructor-guide"] if (DOCS / "instructor-guide.md").exists() else []),
+    *("/notebooks/workshop/" + p.stem for p in sorted((ROOT / "notebooks" / "workshop").glob("*.ipynb"))),
+]
+sources_page = "/SOURCES" if _has_sources else "/docs/sources"
+include_patterns = [
+    "docs/*.md",
+    "notebooks/*.ipynb",
+    "notebooks/workshop/*.ipynb",
+    "SOURCES.md",
+]
+exclude_patterns = [
+    ".venv",
+    "build",
+    ".git",
+    "**/.ipynb_checkpoints",
+    "docs/_build",
+    "docs/_static",
+    "docs/_templates",
+    # SOURCES.md at the root replaces docs/sources.md when it exists (one sources page, never two)
+    *(["docs/sources.md"] if _has_sources else ["SOURCES.md"]),
+]
+
+# --- MyST / MyST-NB ---------------------------------------------------------------------------------
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+nb_execution_mode = "off"  # render what nbval checked; never re-run the notebooks here
+nb_merge_streams = True  # as nbval compares them: one stdout block per cell
+nb_output_stderr = "show"
+# The widget manager from the site itself (keys are relative to _static/), not MyST-NB's CDN default.
+nb_ipywidgets_js = {
+    "widgets/require.js": {},
+    "widgets/assets-path.js": {},
+    "widgets/dist/embed-amd.js": {"data-jupyter-widgets-cdn": "", "crossorigin": "anonymous"},
+}
+suppress_warnings = ["mystnb.unknown_mime_type"]  # e.g. image/png next to its text/plain repr
+
+# --- autodoc ----------------------------------------------------------------------------------------
+autodoc_default_options = {"members": False}
+autodoc_typehints = "description"
+autodoc_member_order = "bysource"
+napoleon_google_docstring = True
+
+# --- HTML -------------------------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = "explainer"
+html_static_path = ["_static"]
+html_css_files = ["explainer.css"]
+html_js_files = [("fa-config.js", {"priority": 100})]  # before the theme's deferred fontawesome.js
+html_extra_path = ["_extra"]  # index.html at the site root: a link to docs/index.html
+html_copy_source = False
+html_show_sourcelink = False
+html_last_updated_fmt = None
+html_theme_options = {
+    "show_toc_level": 2,
+    "home_page_in_toc": True,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+}
+# "Open in Binder" needs the public repository's address, e.g.
+# DOCS_REPOSITORY_URL=https://github.com/OWNER/explainer make docs
+_repo = os.environ.get("DOCS_REPOSITORY_URL", "").rstrip("/")
+if _repo:
+    html_theme_options.update(
+        repository_url=_repo,
+        repository_branch=os.environ.get("DOCS_REPOSITORY_BRANCH", "main"),
+        use_repository_button=True,
+        launch_buttons={"binderhub_url": "https://mybinder.org", "notebook_interface": "jupyterlab"},
+    )
+html_context = {"binder_repository": _repo, "default_mode": "light"}
+
+
+def _widget_assets(app, exception):
+    """Copy the widget manager, require.js and the icon fonts into _static/widgets/."""
+    if exception or app.builder.format != "html":
+        return
+    src = Path(os.environ.get("EXPLAINER_JS_DIR", Path(sys.prefix) / "share" / "explainer-js"))
+    dest = Path(app.outdir) / "_static" / "widgets"
+    dist = dest / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src / "require.js", dest / "require.js")
+    for f in (src / "dist").iterdir():
+        # the AMD bundle and the fonts its CSS names (woff2 first; the others are fallbacks)
+        if f.name == "embed-amd.js" or f.suffix in {".woff2", ".woff", ".ttf", ".eot", ".svg"}:
+            shutil.copy2(f, dist / f.name)
+
+
+def _check_widget_assets(app, config):
+    src = Path(os.environ.get("EXPLAINER_JS_DIR", Path(sys.prefix) / "share" / "explainer-js"))
+    if not (src / "dist" / "embed-amd.js").is_file() or not (src / "require.js").is_file():
+        from sphinx.errors import ConfigError
+
+        raise ConfigError(
+            f"the widget manager is missing from {src}: run `scripts/setup.sh test` "
+            "(it fetches @jupyter-widgets/html-manager and requirejs from npm), "
+            "or set EXPLAINER_JS_DIR"
+        )
+
+
+def setup(app):
+    app.connect("config-inited", _check_widget_assets)
+    app.connect("build-finished", _widget_assets)
+    return {"parallel_read_safe": True}
