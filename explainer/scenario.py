@@ -70,11 +70,13 @@ def _load_all() -> None:
 
 
 def available() -> dict[str, str]:
+    """Scenario name -> one-line description, in the order of ``SCENARIO_NAMES``."""
     _load_all()
     return {name: _REGISTRY[name][1] for name in SCENARIO_NAMES if name in _REGISTRY}
 
 
 def run(name: str, backend: str = "inprocess") -> ScenarioResult:
+    """Run the named scenario (``pp1``, ``pp2-gated``, ``comm-same-node``, ...) on ``backend``; its result and trace."""
     _load_all()
     if name not in _REGISTRY:
         known = ", ".join(available()) or "(none registered)"
