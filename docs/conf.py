@@ -36,14 +36,9 @@ extensions = [
 
 # --- which files are pages --------------------------------------------------------------------------
 root_doc = "docs/index"
-_has_sources = (ROOT / "SOURCES.md").exists()  # the repo's SOURCES.md replaces docs/sources.md
-# Table-of-contents entries for pages other parts of the repo add; `% optional-pages` in index.md
-# becomes these lines (explainer_site), so an absent page never breaks the build.
-optional_pages = [
-    *(["/docs/instructor-guide"] if (DOCS / "instructor-guide.md").exists() else []),
-    *("/notebooks/workshop/" + p.stem for p in sorted((ROOT / "notebooks" / "workshop").glob("*.ipynb"))),
-]
-sources_page = "/SOURCES" if _has_sources else "/docs/sources"
+# Pages other parts of the repo may add (docs/instructor-guide.md, notebooks/workshop/*.ipynb, a SOURCES.md
+# at the root that replaces docs/sources.md) join the table of contents when they exist: explainer_site
+# fills `% optional-pages` and `% sources-page` in index.md, so an absent page never breaks the build.
 include_patterns = [
     "docs/*.md",
     "notebooks/*.ipynb",
@@ -58,8 +53,6 @@ exclude_patterns = [
     "docs/_build",
     "docs/_static",
     "docs/_templates",
-    # SOURCES.md at the root replaces docs/sources.md when it exists (one sources page, never two)
-    *(["docs/sources.md"] if _has_sources else ["SOURCES.md"]),
 ]
 
 # --- MyST / MyST-NB ---------------------------------------------------------------------------------
@@ -97,6 +90,10 @@ html_theme_options = {
     "home_page_in_toc": True,
     "use_download_button": False,
     "use_fullscreen_button": False,
+    # Notebook pages give the right-hand column to their outputs (wide diagrams, steppers); their sections
+    # are listed in the left navigation instead.
+    "secondary_sidebar_items": {"docs/*": ["page-toc"], "SOURCES": ["page-toc"], "notebooks/**": []},
+    "show_navbar_depth": 1,
 }
 # "Open in Binder" needs the public repository's address, e.g.
 # DOCS_REPOSITORY_URL=https://github.com/OWNER/explainer make docs
