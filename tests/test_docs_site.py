@@ -8,10 +8,13 @@ working from disk with the network blocked.
    and recorded: no console error, no failed or blocked request. On every notebook page: each diagram of the
    notebook renders (one picture per stored SVG output, with alt text), each stepper steps (the slider moves
    the frame; ▶ Play plays), and the Play icon is drawn by a loaded icon font.
+4. Every stream output stored in a notebook is on its page, exactly and in order: the site shows the
+   outputs nbval checks (tests/test_docs_notebooks.py shows nbval failing when one of them changes).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -152,6 +155,40 @@ def test_pictures_have_alt_text_from_the_diagram_itself(site):
     assert svg_pages
     text = svg_pages[0].read_text(encoding="utf-8")
     assert re.search(r'<img alt="Diagram: [^"]+ boxes[^"]*" class="xp-diagram"', text)
+
+
+def _page_streams(page: Path) -> list[str]:
+    """Text of every stream output block on a page, as the reader sees it."""
+    text = page.read_text(encoding="utf-8")
+    blocks = re.findall(r'<div class="output (?:stream|stderr)[^"]*">\s*<div class="highlight"><pre>(.*?)</pre>',
+                        text, flags=re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", b)) for b in blocks]
+
+
+def _stored_streams(nb: Path) -> list[str]:
+    """Stored stream outputs of the cells the site shows, merged per cell and stream as nbval compares them."""
+    out = []
+    for c in shown_cells(nb):
+        if c["cell_type"] != "code":
+            continue
+        merged: dict[str, str] = {}
+        for o in c["outputs"]:
+            if o["output_type"] == "stream":
+                merged[o["name"]] = merged.get(o["name"], "") + "".join(o["text"])
+        out += list(merged.values())
+    return out
+
+
+def _norm(s: str) -> str:
+    return s.rstrip("\n")
+
+
+def test_the_site_shows_every_stored_stream_output_exactly(site):
+    for nb, page in notebook_pages(site):
+        stored = [_norm(s) for s in _stored_streams(nb)]
+        shown = [_norm(s) for s in _page_streams(page)]
+        assert stored, f"{nb.name}: no stream outputs stored"
+        assert shown == stored, f"{page.name}: the page's output text differs from the notebook's stored outputs"
 
 
 # --- 3. the browser, offline ---------------------------------------------------------------------------
