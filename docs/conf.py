@@ -73,6 +73,7 @@ suppress_warnings = ["mystnb.unknown_mime_type"]  # e.g. image/png next to its t
 autodoc_default_options = {"members": False}
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
+toc_object_entries_show_parents = "hide"  # the page contents list `VOCAB`, not `explainer.task.VOCAB`
 napoleon_google_docstring = True
 
 # --- HTML -------------------------------------------------------------------------------------------
@@ -94,6 +95,7 @@ html_theme_options = {
     # are listed in the left navigation instead.
     "secondary_sidebar_items": {"docs/*": ["page-toc"], "SOURCES": ["page-toc"], "notebooks/**": []},
     "show_navbar_depth": 1,
+    "navbar_persistent": [],  # one search field (in the sidebar), not a second one in a top bar
 }
 # "Open in Binder" needs the public repository's address, e.g.
 # DOCS_REPOSITORY_URL=https://github.com/OWNER/explainer make docs

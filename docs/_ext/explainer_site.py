@@ -83,8 +83,8 @@ def notebook_api_names(notebooks) -> set[str]:
 def _directive(full: str) -> str:
     module, name = full.rsplit(".", 1)
     obj = getattr(importlib.import_module(module), name)
-    kind = "autoclass" if inspect.isclass(obj) else "autofunction" if callable(obj) else "autodata"
-    return f".. {kind}:: {full}\n" + ("   :no-value:\n" if kind == "autodata" else "")
+    kind = "autoclass" if inspect.isclass(obj) else "autofunction" if callable(obj) else "py:data"
+    return f".. {kind}:: {full}\n"
 
 
 def _complete_api(app, docname, source):
