@@ -67,6 +67,8 @@ nb_ipywidgets_js = {
     "widgets/assets-path.js": {},
     "widgets/dist/embed-amd.js": {"data-jupyter-widgets-cdn": "", "crossorigin": "anonymous"},
 }
+# No page needs math, so no page loads MathJax (Sphinx adds it only to pages with math). A page that
+# starts to (a text/latex output) would load it from a CDN, and tests/test_docs_site.py fails on that.
 suppress_warnings = ["mystnb.unknown_mime_type"]  # e.g. image/png next to its text/plain repr
 
 # --- autodoc ----------------------------------------------------------------------------------------
