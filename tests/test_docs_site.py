@@ -155,6 +155,13 @@ def test_pictures_have_alt_text_from_the_diagram_itself(site):
     assert svg_pages
     text = svg_pages[0].read_text(encoding="utf-8")
     assert re.search(r'<img alt="Diagram: [^"]+ boxes[^"]*" class="xp-diagram"', text)
+    # a diagram that highlights the path taken names it in its alt text, and its scroll box opens on it
+    for _, page in notebook_pages(site):
+        text = page.read_text(encoding="utf-8")
+        for m in re.finditer(r'<a class="xp-diagram-link" href="([^"]+)"( data-focus="([\d.]+)")?[^>]*><img alt="([^"]*)"', text):
+            svg = (page.parent / m.group(1)).read_text(encoding="utf-8")
+            if re.search(r'class="node taken"', svg):
+                assert "path taken:" in m.group(4) and m.group(3) and 0 <= float(m.group(3)) <= 1, m.group(0)[:200]
 
 
 def _page_streams(page: Path) -> list[str]:

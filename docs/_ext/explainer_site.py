@@ -128,6 +128,18 @@ def svg_alt_text(svg_text: str) -> str:
     return text
 
 
+def svg_focus(svg_text: str) -> float | None:
+    """Where the path taken is, as a fraction of the diagram's width (the mean x of its highlighted boxes)."""
+    svg_text = re.sub(r"<!DOCTYPE[^>]*>", "", svg_text)
+    root = ElementTree.fromstring(svg_text.encode("utf-8"))
+    view = (root.get("viewBox") or "").split()
+    xs = [float(t.get("x")) for g in root.iter(f"{SVG_NS}g") if {"node", "taken"} <= set((g.get("class") or "").split())
+          for t in g.findall(f"{SVG_NS}text") if t.get("x")]
+    if len(view) != 4 or not xs or float(view[2]) <= 0:
+        return None
+    return min(max(sum(xs) / len(xs) / float(view[2]), 0.0), 1.0)
+
+
 def svg_css_width(svg_text: str) -> float | None:
     """The SVG's own width in CSS pixels (graphviz writes points: 1 pt = 4/3 px)."""
     m = re.search(r'<svg[^>]*\swidth="([\d.]+)(pt|px)?"', svg_text)
@@ -152,20 +164,23 @@ def _pictures(app, doctree, docname):
         if uri.endswith(".svg") and path.is_file():
             if not img.get("alt"):
                 img["alt"] = svg_alt_text(path.read_text(encoding="utf-8"))
-            img["classes"].append("xp-diagram")
             box = nodes.container(classes=["xp-diagram-box"])
             img.replace_self(box)
             box += img
+            img["classes"].append("xp-diagram")
         elif not img.get("alt"):
             # a plot (PNG): its own words are not in the file; name the section it illustrates
             img["alt"] = f"Figure: {_section_title(img) or docname}"
 
 
-MIN_SCALE = 0.75  # below this a diagram's 10 pt labels get too small to read: scroll instead
+MIN_SCALE = 0.66  # below this a diagram's 10 pt labels get too small to read: scroll instead (the widest
+                  # diagram today, 1404 px, still fits the 960 px column at 1280 px)
 
 
 def _diagram_min_width(app, exception):
-    """Each SVG diagram shrinks with the column down to MIN_SCALE of its own width, then scrolls in its box."""
+    """Each SVG diagram shrinks with the column down to MIN_SCALE of its own width, then scrolls in its box;
+    it never grows past its own width, a click opens it at full size, and a box that scrolls opens on the
+    path taken (`data-focus`, read by _static/diagram-focus.js)."""
     if exception or app.builder.format != "html":
         return
     out = Path(app.outdir)
@@ -177,9 +192,14 @@ def _diagram_min_width(app, exception):
 
         def style(m):
             svg = (page.parent / m.group(4)).resolve()
-            width = svg_css_width(svg.read_text(encoding="utf-8")) if svg.is_file() else None
-            css = f' style="min-width: {round(width * MIN_SCALE)}px"' if width else ""
-            return f'<img {m.group(1)}class="{m.group(2)}"{m.group(3)}src="{m.group(4)}"{css}{m.group(5)}>'
+            text = svg.read_text(encoding="utf-8") if svg.is_file() else ""
+            width = svg_css_width(text) if text else None
+            focus = svg_focus(text) if text else None
+            css = (f' style="width: min(100%, {round(width)}px); min-width: {round(width * MIN_SCALE)}px"'
+                   if width else "")
+            img = f'<img {m.group(1)}class="{m.group(2)}"{m.group(3)}src="{m.group(4)}"{css}{m.group(5)}>'
+            at = f' data-focus="{focus:.3f}"' if focus is not None else ""
+            return f'<a class="xp-diagram-link" href="{m.group(4)}"{at} title="open the diagram at full size">{img}</a>'
 
         page.write_text(img_re.sub(style, html), encoding="utf-8")
 
