@@ -122,8 +122,9 @@ def _widget_assets(app, exception):
     dist.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src / "require.js", dest / "require.js")
     for f in (src / "dist").iterdir():
-        # the AMD bundle and the fonts its CSS names (woff2 first; the others are fallbacks)
-        if f.name == "embed-amd.js" or f.suffix in {".woff2", ".woff", ".ttf", ".eot", ".svg"}:
+        # the AMD bundle and the icon fonts its CSS names (woff2, with woff/ttf fallbacks; the .eot and .svg
+        # fonts are for browsers that predate woff)
+        if f.name == "embed-amd.js" or f.suffix in {".woff2", ".woff", ".ttf"}:
             shutil.copy2(f, dist / f.name)
 
 
