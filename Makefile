@@ -31,6 +31,7 @@ notebooks: setup-test
 # The static site (docs/) from the notebooks' stored outputs, never re-executed; warnings are errors.
 DOCS_OUT ?= build/docs
 docs: setup-test
+	rm -rf $(DOCS_OUT)/html
 	$(PY) -m sphinx -b html -E -c docs -d $(DOCS_OUT)/doctrees -W --keep-going -q . $(DOCS_OUT)/html
 	@echo "docs: open $(DOCS_OUT)/html/index.html"
 
