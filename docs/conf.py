@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
-ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS / "_ext"))  # explainer_site
 
 import explainer  # noqa: E402  (the version, and autodoc imports it anyway)
