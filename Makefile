@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: lab test setup-lab setup-test bench notebooks clean
+.PHONY: lab test setup-lab setup-test bench notebooks clean docs lint
 
 # Loopback only; as root (containers, workshop VMs) Jupyter needs --allow-root.
 LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -11,7 +11,7 @@ LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-ro
 lab: setup-lab
 	$(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
-test: setup-test
+test: setup-test lint
 	$(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
 	$(PY) -m pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks
 
@@ -27,6 +27,16 @@ bench: setup-test
 # Re-execute every notebook in place (seeded), so stored outputs match the library.
 notebooks: setup-test
 	$(PY) scripts/execute_notebooks.py notebooks/*.ipynb
+
+# The static site (docs/) from the notebooks' stored outputs, never re-executed; warnings are errors.
+DOCS_OUT ?= build/docs
+docs: setup-test
+	rm -rf $(DOCS_OUT)/html
+	$(PY) -m sphinx -b html -E -c docs -d $(DOCS_OUT)/doctrees -W --keep-going -q . $(DOCS_OUT)/html
+	@echo "docs: open $(DOCS_OUT)/html/index.html"
+
+lint: setup-test
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info test-artifacts

@@ -89,12 +89,14 @@ def supports_pp(model: type | object) -> bool:
 
 
 def _supports_pp_attributes(model: type | object) -> bool:
+    """vLLM's first test: does ``model`` declare the ``SupportsPP`` protocol (``supports_pp = True`` + attributes)?"""
     if isinstance(model, type):
         return isinstance(model, _SupportsPPType)
     return isinstance(model, SupportsPP)
 
 
 def _supports_pp_inspect(model: type | object) -> bool:
+    """vLLM's second test: does ``model.forward`` accept ``intermediate_tensors``?"""
     model_forward = getattr(model, "forward", None)
     if not callable(model_forward):
         return False

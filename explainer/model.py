@@ -417,6 +417,7 @@ def load_pretrained(start_layer: int = 0, end_layer: int | None = None) -> Diffu
 
 
 def num_parameters(model: nn.Module) -> int:
+    """Number of parameters (tied weights counted once)."""
     return sum(p.numel() for p in model.parameters())
 
 

@@ -78,6 +78,8 @@ class _ModelInfo:
 
 
 class _ModelRegistry:
+    """Architecture name -> model class, and what the class supports (vLLM ``ModelRegistry``)."""
+
     def __init__(self, models: dict[str, type]):
         self.models = dict(models)
 
@@ -93,6 +95,7 @@ class _ModelRegistry:
         return _inspect(self.resolve_model_cls(name))
 
     def is_pp_supported_model(self, name: str) -> bool:
+        """``supports_pp`` of the class registered as ``name``: what the startup check asks."""
         return self.inspect_model_cls(name).supports_pp
 
 

@@ -79,13 +79,14 @@ def _load_all() -> None:
 
 
 def available() -> dict[str, str]:
+    """Scenario name -> one-line description, in the order of ``SCENARIO_NAMES``."""
     _load_all()
     return {name: _REGISTRY[name][1] for name in SCENARIO_NAMES if name in _REGISTRY}
 
 
 def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync",
         gate: str | None = None) -> ScenarioResult:
-    """Run one scenario; ``gate`` (PP scenarios only) picks the communicator gate of the PP group."""
+    """Run the named scenario (``pp1``, ``pp2-gated``, ``comm-same-node``, ...) on ``backend``; ``gate`` (PP scenarios only) picks the communicator gate of the PP group."""
     _load_all()
     if name not in _REGISTRY:
         known = ", ".join(available()) or "(none registered)"

@@ -153,5 +153,5 @@ class ScenarioFrames:
 
 
 def scenario_frames(results: Mapping) -> ScenarioFrames:
-    """Frames from ``ScenarioResult``s (or per-rank lists) keyed by scenario name."""
+    """Frames from ``ScenarioResult`` objects (or per-rank lists) keyed by scenario name."""
     return ScenarioFrames({n: (r.details["per_rank"] if hasattr(r, "details") else r) for n, r in results.items()})

@@ -41,7 +41,7 @@ if [ ! -f "$stamp" ]; then
   log=$(mktemp)
   pip_q() { $VENV/bin/pip install -q --disable-pip-version-check "$@" >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; exit 1; }; }
   pip_q torch==2.13.0
-  if [ "$want" = test ]; then extras="test,hf,notebooks"; else extras="notebooks"; fi
+  if [ "$want" = test ]; then extras="test,hf,notebooks,docs,lint"; else extras="notebooks"; fi
   pip_q -e ".[$extras]"
   rm -f "$log"
   $VENV/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null

@@ -57,7 +57,9 @@ def ref_forward(m, ids, mask, sc_embeds=None, sc_rows=None):
     pos = torch.arange(S)
     nh, hd = cfg.num_attention_heads, cfg.head_dim
     for i in range(cfg.num_hidden_layers):
-        p = lambda n: W[f"layers.{i}.{n}"]
+        def p(n):
+            return W[f"layers.{i}.{n}"]
+
         h = ref_rms(x, p("input_layernorm.weight"))
         q = (h @ p("self_attn.q_proj.weight").T).view(B, S, nh, hd)
         k = (h @ p("self_attn.k_proj.weight").T).view(B, S, nh, hd)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from explainer import render_canvas as rc
-from explainer.sampler import CanvasRecord, StepRecord, StepRecorder, generate, linear_temperature
+from explainer.sampler import StepRecord, StepRecorder, generate, linear_temperature
 from explainer.widgets_sampler import canvas_stepper
 
 VOCAB = ["<pad>", "<eos>", "<", "&", "a", "b", " ", "d"]       # V = 8; '<' and '&' must be escaped

@@ -166,10 +166,10 @@ def test_bench_figure_plots_both_paths_and_memcpy():
          "throughput": {"shm": {s: 5e9 for s in sizes}, "generic": {str(s): 1e8 for s in sizes}}}
     fig = R.bench_figure(m)
     a, b = fig.axes
-    labels = [l.get_label() for l in a.lines]
+    labels = [line.get_label() for line in a.lines]
     assert any("shared memory" in x for x in labels) and any("gloo" in x for x in labels)
     assert any("memcpy" in x for x in labels)
-    shm = next(l for l in b.lines if "shared memory" in l.get_label())
+    shm = next(line for line in b.lines if "shared memory" in line.get_label())
     assert list(shm.get_ydata()) == pytest.approx([4096 / 5e9 * 1e6, (1 << 20) / 5e9 * 1e6])
 
 

@@ -27,7 +27,7 @@ def test_bad_input_is_rejected(frames, start):
 
 def test_frontend_links_exist_so_a_static_export_steps_without_a_kernel():
     s = Stepper(["a", "b"])
-    links = {(l.source[0], l.source[1], l.target[0], l.target[1]) for l in s.links}
+    links = {(k.source[0], k.source[1], k.target[0], k.target[1]) for k in s.links}
     assert (s.play, "value", s.slider, "value") in links
     assert (s.slider, "value", s.stack, "selected_index") in links
 

@@ -38,6 +38,7 @@ def _time_ms(fn, expected: type[BaseException]) -> float:
 
 
 def run(quick: bool = False) -> list[Row]:
+    """The rejection's median cost next to the pre-#45828 warmup crash, and how many processes it started."""
     from explainer.config import EngineConfig, PipelineParallelNotSupportedError, checkpoint_metadata
     from explainer.engine import LLMEngine, RankFailure
     from explainer.pp_scenarios import PRE_FIX_MODEL

@@ -1,0 +1,339 @@
+"""The docs site (`make docs`): built with warnings as errors, internal links intact, and every notebook page
+working from disk with the network blocked.
+
+1. Build the site exactly as `make docs` does (`sphinx-build -E -W --keep-going`) into a temp dir.
+2. Walk the built HTML: every internal link, script, stylesheet and picture resolves to a file of the site
+   (and every #anchor to an id on its page); no page loads anything from outside the site.
+3. Open every page in Debian's Chromium from file:// with every request outside the site's folder blocked
+   and recorded: no console error, no failed or blocked request. On every notebook page: each diagram of the
+   notebook renders (one picture per stored SVG output, with alt text), each stepper steps (the slider moves
+   the frame; ▶ Play plays), and the Play icon is drawn by a loaded icon font.
+4. Every stream output stored in a notebook is on its page, exactly and in order: the site shows the
+   outputs nbval checks (tests/test_docs_notebooks.py shows nbval failing when one of them changes).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+JS = Path(os.environ.get("EXPLAINER_JS_DIR", Path(sys.prefix) / "share" / "explainer-js"))
+ARTIFACTS = REPO / "test-artifacts"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (JS / "dist" / "embed-amd.js").exists(), reason="html-manager not set up (make test does it)"),
+]
+
+
+def build_site(srcdir: Path, outdir: Path, warnings_are_errors: bool = True) -> subprocess.CompletedProcess:
+    """`make docs`'s command: srcdir is a repository root, the configuration is the repository's docs/."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-E", "-q", "-c", str(REPO / "docs"),
+           "-d", str(outdir / "doctrees"), *(["-W", "--keep-going"] if warnings_are_errors else []),
+           str(srcdir), str(outdir / "html")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=srcdir)
+
+
+@pytest.fixture(scope="module")
+def site():
+    out = Path(tempfile.mkdtemp(prefix="explainer-docs-"))
+    try:
+        done = build_site(REPO, out)
+        assert done.returncode == 0, f"sphinx-build failed:\n{done.stderr[-4000:]}"
+        assert "WARNING" not in done.stderr, done.stderr[-4000:]
+        yield out / "html"
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def pages(site: Path) -> list[Path]:
+    """The site's pages (the theme also copies template fragments ending in .html into _static/)."""
+    return sorted(p for p in site.rglob("*.html") if p.relative_to(site).parts[0] not in ("_static", "_sources"))
+
+
+def notebook_pages(site: Path) -> list[tuple[Path, Path]]:
+    """(notebook, its page) for every notebook the site renders."""
+    nbs = [*sorted(REPO.glob("notebooks/*.ipynb")), *sorted(REPO.glob("notebooks/workshop/*.ipynb"))]
+    return [(nb, site / nb.relative_to(REPO).with_suffix(".html")) for nb in nbs]
+
+
+def shown_cells(nb: Path) -> list[dict]:
+    cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+    return [c for c in cells if not {"remove-cell", "remove-output"} & set(c.get("metadata", {}).get("tags", []))]
+
+
+# --- 2. links, offline -------------------------------------------------------------------------------
+
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.refs = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        for key in ("href", "src"):
+            if a.get(key):
+                self.refs.append((tag, a.get("rel"), a[key]))
+
+
+def _parse(page: Path) -> _Refs:
+    p = _Refs()
+    p.feed(page.read_text(encoding="utf-8"))
+    return p
+
+
+def test_every_page_is_built_and_the_notebooks_are_pages(site):
+    for nb, page in notebook_pages(site):
+        assert page.is_file(), f"{nb.name} has no page"
+    for name in ("index", "glossary", "api", "contributing"):
+        assert (site / "docs" / f"{name}.html").is_file()
+    assert (site / "SOURCES.html").is_file() or (site / "docs" / "sources.html").is_file()
+    assert 'url=docs/index.html' in (site / "index.html").read_text()
+
+
+def test_internal_links_and_anchors_resolve_and_nothing_is_loaded_from_outside(site):
+    parsed = {p: _parse(p) for p in pages(site)}
+    broken, outside = [], []
+    for page, refs in parsed.items():
+        for tag, rel, ref in refs.refs:
+            parts = urlsplit(ref)
+            if parts.scheme in ("http", "https", "mailto") or ref.startswith("//"):
+                # a link the reader may follow is fine; a resource the page loads from outside is not
+                if tag in ("script", "img", "iframe") or (tag == "link" and rel in ("stylesheet", "preload", "icon")):
+                    outside.append(f"{page.relative_to(site)}: {ref}")
+                continue
+            if parts.scheme in ("data", "javascript"):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if not target.is_file() and not (target / "index.html").is_file():
+                broken.append(f"{page.relative_to(site)}: {ref}")
+            elif parts.fragment and target.suffix == ".html":
+                ids = parsed[target].ids if target in parsed else _parse(target).ids
+                if unquote(parts.fragment) not in ids:
+                    broken.append(f"{page.relative_to(site)}: {ref} (no such anchor)")
+    assert not broken, "broken internal links:\n" + "\n".join(broken[:40])
+    assert not outside, "resources loaded from outside the site:\n" + "\n".join(outside[:40])
+    # the widget manager and its fonts came with the site
+    assert (site / "_static" / "widgets" / "dist" / "embed-amd.js").is_file()
+    assert list((site / "_static" / "widgets" / "dist").glob("*.woff2"))
+
+
+def test_the_api_page_documents_every_name_the_notebooks_use(site):
+    sys.path.insert(0, str(REPO / "docs" / "_ext"))
+    try:
+        from explainer_site import notebook_api_names
+    finally:
+        sys.path.pop(0)
+    names = notebook_api_names(nb for nb, _ in notebook_pages(site))
+    assert "explainer.scenario.run" in names and "explainer.widgets_pp.rank_stepper" in names
+    ids = _parse(site / "docs" / "api.html").ids
+    assert not sorted(names - ids), f"missing from the API page: {sorted(names - ids)}"
+
+
+def test_pictures_have_alt_text_from_the_diagram_itself(site):
+    for nb, page in notebook_pages(site):
+        for m in re.finditer(r"<img [^>]*>", page.read_text(encoding="utf-8")):
+            alt = re.search(r'alt="([^"]*)"', m.group(0))
+            assert alt and alt.group(1).strip(), f"{page.name}: picture without alt text: {m.group(0)[:120]}"
+            assert "_images/" not in alt.group(1), f"{page.name}: alt text is a file name: {alt.group(1)}"
+    svg_pages = [p for _, p in notebook_pages(site) if ".svg" in p.read_text(encoding="utf-8")]
+    assert svg_pages
+    text = svg_pages[0].read_text(encoding="utf-8")
+    assert re.search(r'<img alt="Diagram: [^"]+ boxes[^"]*" class="xp-diagram"', text)
+    # a diagram that highlights the path taken names it in its alt text, and its scroll box opens on it
+    for _, page in notebook_pages(site):
+        text = page.read_text(encoding="utf-8")
+        for m in re.finditer(r'<a class="xp-diagram-link" href="([^"]+)"( data-focus="([\d.]+)")?[^>]*><img alt="([^"]*)"', text):
+            svg = (page.parent / m.group(1)).read_text(encoding="utf-8")
+            if re.search(r'class="node taken"', svg):
+                assert "path taken:" in m.group(4) and m.group(3) and 0 <= float(m.group(3)) <= 1, m.group(0)[:200]
+
+
+def _page_streams(page: Path) -> list[str]:
+    """Text of every stream output block on a page, as the reader sees it."""
+    text = page.read_text(encoding="utf-8")
+    blocks = re.findall(r'<div class="output (?:stream|stderr)[^"]*">\s*<div class="highlight"><pre>(.*?)</pre>',
+                        text, flags=re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", b)) for b in blocks]
+
+
+def _stored_streams(nb: Path) -> list[str]:
+    """Stored stream outputs of the cells the site shows, merged per cell and stream as nbval compares them."""
+    out = []
+    for c in shown_cells(nb):
+        if c["cell_type"] != "code":
+            continue
+        merged: dict[str, str] = {}
+        for o in c["outputs"]:
+            if o["output_type"] == "stream":
+                merged[o["name"]] = merged.get(o["name"], "") + "".join(o["text"])
+        out += list(merged.values())
+    return out
+
+
+def _norm(s: str) -> str:
+    return s.rstrip("\n")
+
+
+def test_the_site_shows_every_stored_stream_output_exactly(site):
+    for nb, page in notebook_pages(site):
+        stored = [_norm(s) for s in _stored_streams(nb)]
+        shown = [_norm(s) for s in _page_streams(page)]
+        assert stored, f"{nb.name}: no stream outputs stored"
+        assert shown == stored, f"{page.name}: the page's output text differs from the notebook's stored outputs"
+
+
+# --- 3. the browser, offline ---------------------------------------------------------------------------
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--allow-file-access-from-files", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser(site):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="explainer-docs-chromium-")
+    root = site.resolve().as_uri() + "/"
+    log = {"outside": [], "failed": [], "errors": []}
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                    args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
+        try:
+            def guard(route):
+                url = route.request.url
+                if url.startswith((root, "data:", "blob:", "about:")):
+                    return route.continue_()
+                log["outside"].append(url)   # the network, or a file outside the site
+                return route.abort()
+
+            ctx.route("**/*", guard)
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            page.on("requestfailed", lambda r: log["failed"].append(f"{r.url} {r.failure}"))
+            page.on("console", lambda m: m.type == "error" and log["errors"].append(m.text))
+            page.on("pageerror", lambda e: log["errors"].append(f"page error: {e}"))
+            yield page, log
+        finally:
+            ctx.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(page, log, path: Path):
+    for v in log.values():
+        v.clear()
+    page.goto(path.resolve().as_uri())
+    page.wait_for_load_state("load")
+
+
+def _clean(log, where, page=None):
+    if page is not None:   # let every request of this page finish before judging it (and leaving it)
+        page.wait_for_load_state("networkidle")
+        page.evaluate("document.fonts.ready.then(() => true)")
+    assert not log["outside"], f"{where}: requests that left the site: {log['outside'][:5]}"
+    assert not log["failed"], f"{where}: failed requests: {log['failed'][:5]}"
+    assert not log["errors"], f"{where}: console errors: {log['errors'][:5]}"
+
+
+def test_every_page_loads_offline_without_errors(site, browser):
+    page, log = browser
+    for path in pages(site):
+        if path.parent.name == "notebooks" or path.parent.parent.name == "notebooks":
+            continue   # the notebook pages get the full check below
+        _open(page, log, path)
+        page.wait_for_timeout(300)
+        _clean(log, path.relative_to(site), page)
+
+
+PLAY_ICON_FONT = """() => {
+  const icons = [...document.querySelectorAll('.widget-play button i')];
+  return icons.map(i => {
+    const family = getComputedStyle(i).fontFamily.split(',')[0].replace(/["']/g, '').trim();
+    const weight = getComputedStyle(i).fontWeight;
+    const loaded = [...document.fonts].some(f => f.family.replace(/["']/g, '') === family && f.status === 'loaded'
+                                                  && String(f.weight) === String(weight));
+    return {cls: i.className, family, weight, loaded, width: i.getBoundingClientRect().width,
+            glyph: getComputedStyle(i, '::before').content};
+  });
+}"""
+
+
+def _steppers(page):
+    return page.locator(".widget-vbox:has(> .widget-hbox > .widget-play)")
+
+
+def _frame(stepper) -> str:
+    return stepper.evaluate("box => box.lastElementChild.innerText")
+
+
+@pytest.mark.browser
+def test_notebook_pages_render_their_diagrams_and_step_offline(site, browser):
+    page, log = browser
+    ARTIFACTS.mkdir(exist_ok=True)
+    checked = 0
+    for nb, path in notebook_pages(site):
+        _open(page, log, path)
+        cells = shown_cells(nb)
+        state = json.loads(nb.read_text(encoding="utf-8"))["metadata"].get("widgets", {})
+        models = state.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        plays = sum(m["model_name"] == "PlayModel" for m in models.values())
+
+        # diagrams: one rendered picture per stored SVG output of a shown cell
+        svgs = sum("image/svg+xml" in o.get("data", {}) for c in cells if c["cell_type"] == "code"
+                   for o in c["outputs"])
+        page.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=30_000)
+        drawn = page.evaluate("""() => [...document.querySelectorAll('img.xp-diagram')]
+            .map(i => i.naturalWidth > 0 && i.getBoundingClientRect().width > 0)""")
+        assert len(drawn) == svgs and all(drawn), f"{path.name}: {svgs} SVG outputs, drawn: {drawn}"
+        wide = page.evaluate("""() => [...document.querySelectorAll('img.xp-diagram')]
+            .filter(i => i.closest('.xp-diagram-box').getBoundingClientRect().right > innerWidth).length""")
+        assert wide == 0, f"{path.name}: a diagram's box is cut off at 1280 px"
+
+        # steppers: as many as the notebook displayed, each steps from the keyboard
+        if plays:
+            page.wait_for_selector(".widget-play", timeout=60_000)
+        steppers = _steppers(page)
+        assert steppers.count() == plays, f"{path.name}: {plays} Play widgets stored, {steppers.count()} on the page"
+        for k in range(plays):
+            stepper = steppers.nth(k)
+            stepper.scroll_into_view_if_needed()
+            before, readout = _frame(stepper), stepper.locator(".widget-readout").inner_text()
+            handle = stepper.locator(".noUi-handle")
+            handle.focus()
+            handle.press("ArrowRight")
+            page.wait_for_function("([box, f]) => box.lastElementChild.innerText !== f",
+                                   arg=[stepper.element_handle(), before], timeout=10_000)
+            assert int(stepper.locator(".widget-readout").inner_text()) == int(readout) + 1
+        if plays:
+            # ▶ Play advances the first stepper by itself; ■ stops it
+            stepper = steppers.nth(0)
+            start = int(stepper.locator(".widget-readout").inner_text())
+            stepper.locator(".widget-play button").nth(0).click()
+            page.wait_for_function("box => +box.querySelector('.widget-readout').innerText >= %d" % (start + 2),
+                                   arg=stepper.element_handle(), timeout=15_000)
+            stepper.locator(".widget-play button").nth(1).click()
+            icons = page.evaluate(PLAY_ICON_FONT)
+            assert icons and all(i["loaded"] and i["width"] > 0 for i in icons), f"{path.name}: icons {icons}"
+            assert any("fa-play" in i["cls"] for i in icons), icons
+            stepper.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / f"docs-{path.stem}-stepper.png"))
+            checked += 1
+        _clean(log, path.name, page)
+    assert checked >= 1, "no notebook page with a stepper was checked"
