@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from html import escape
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from explainer import task
 from explainer.render_canvas import Glyphs

@@ -86,7 +86,10 @@ def available() -> dict[str, str]:
 
 def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync",
         gate: str | None = None) -> ScenarioResult:
-    """Run the named scenario (``pp1``, ``pp2-gated``, ``comm-same-node``, ...) on ``backend``; ``gate`` (PP scenarios only) picks the communicator gate of the PP group."""
+    """Run the named scenario (``pp1``, ``pp2-gated``, ``comm-same-node``, ...) on ``backend``.
+
+    ``pp_schedule`` (PP scenarios) picks the back-channel schedule; ``gate`` (PP scenarios on real groups) picks
+    the communicator's tensor-dict gate."""
     _load_all()
     if name not in _REGISTRY:
         known = ", ".join(available()) or "(none registered)"

@@ -12,7 +12,6 @@ display is deterministic; nothing changes until a click.
 
 from __future__ import annotations
 
-import os
 import time
 from html import escape
 from typing import Mapping, Sequence

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from explainer.bench.load import busy_load
-from explainer.distributed import shm, shm_header as H, shm_wait
+from explainer.distributed import shm_header as H, shm_wait
 from test_comm_channel import make_pair, transfer
 
 SHAPES = [(), (0,), (1,), (1, 1), (3, 0, 2), (1, 512), (512, 1), (2, 3, 4), tuple([1] * H.MAX_DIMS)]

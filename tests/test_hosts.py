@@ -61,7 +61,7 @@ def _check_hosts(res):
         assert h["gloo_ifname"] == "eth0" and h["master_addr"] == hosts.ADDRESSES[0]
         assert h["tcp"], "the rank held no TCP socket?"
     assert res.details["hosts"]["only_private_addresses"], res.details["hosts"]["tcp_addresses_seen"]
-    assert set(res.details["hosts"]["tcp_addresses_seen"]) == PRIVATE                          # gloo and the store used exactly the two host addresses
+    assert set(res.details["hosts"]["tcp_addresses_seen"]) == PRIVATE   # gloo and the store: exactly the two host addresses
     _assert_nothing_left(idents=[h["ident"] for h in hs])
 
 

@@ -40,7 +40,7 @@ def test_captions_fixed_height_and_jump_buttons_are_browser_side():
     assert s.caption == "frame 1 of 4 · one"
     # the jump control: one option per frame, its index jslinked to the slider (equal values), so a click
     # moves the slider, and the slider the stack, with no kernel
-    links = {(l.source[0], l.source[1], l.target[0], l.target[1]) for l in s.links}
+    links = {(lk.source[0], lk.source[1], lk.target[0], lk.target[1]) for lk in s.links}
     assert (s.jump, "index", s.slider, "value") in links
     assert len(s.jump.options) == 4 and s.jump.options[2] == ("≠ first divergence", 2)
     assert s.jump_to("≠ first divergence") == "c" and s.slider.value == 2 and s.stack.selected_index == 2
