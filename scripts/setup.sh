@@ -78,16 +78,17 @@ lock_holders() {
   echo "$out"
 }
 
+have() { local p; p=$(type -P "$1" 2>/dev/null) && [ -x "$p" ]; }   # bash's command -v also names non-executables
 APT_UPDATED=""
 PRESENT=()
 INSTALLED=()
 apt_install() {  # apt_install BINARY PACKAGE...
   local bin=$1 sudo=() holders
   shift
-  if command -v "$bin" >/dev/null 2>&1; then PRESENT+=("$bin"); return 0; fi
-  command -v apt-get >/dev/null 2>&1 || fail "'$bin' is missing and there is no apt-get here: install $* with your package manager (README: \"Without apt\") and re-run."
+  if have "$bin"; then PRESENT+=("$bin"); return 0; fi
+  have apt-get || fail "'$bin' is missing and there is no apt-get here: install $* with your package manager (README: \"Without apt\") and re-run."
   if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    if have sudo && sudo -n true 2>/dev/null; then
       sudo=(sudo -n)
     else
       fail "permission: installing $* needs root. Run: sudo apt-get install $* ; then re-run."
@@ -141,7 +142,7 @@ if [ ! -f "$stamp" ]; then
   if [ -x "$VENV/bin/python" ]; then
     done_phase "$VENV exists ($("$VENV/bin/python" -V 2>&1))"
   else
-    command -v "$PY" >/dev/null 2>&1 || fail "no '$PY' on PATH: install Python 3.10+ (or set PYTHON=/path/to/python3)."
+    have "$PY" || fail "no '$PY' on PATH: install Python 3.10+ (or set PYTHON=/path/to/python3)."
     run_logged "$PY" -m venv "$VENV" || {
       grep -q ensurepip "$LOG" && fail "'$PY -m venv' needs Debian's venv module: sudo apt-get install python3-venv ; then re-run."
       explain_failure "$PY -m venv $VENV"; }

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 SKIP = ("image/svg+xml", "image/png")
 
 
@@ -27,6 +29,6 @@ def pytest_configure(config):
     argv0 = KernelSpecManager().get_kernel_spec("python3").argv[0]
     exe = Path(sys.executable if argv0 in ("python", "python3") else argv0)
     if not str(exe.absolute()).startswith(str(Path(want).absolute()) + os.sep):
-        raise SystemExit(f"explainer_nbval: kernel 'python3' runs {exe}, not from {want}; "
+        raise pytest.UsageError(f"explainer_nbval: kernel 'python3' runs {exe}, not from {want}; "
                          f"set JUPYTER_PATH={want}/share/jupyter")
     print(f"explainer_nbval: notebooks run on the kernel {exe}")
