@@ -157,6 +157,7 @@ print("cuda" if any(r.startswith("nvidia-") for r in d.requires or []) else "cpu
   if [ -n "$have" ] && [ "${have#* }" != "${have#* 2.13.0}" ]; then
     done_phase "torch ${have#* } (${have%% *} build) already in $VENV"
   else
+    say "[torch] asking pip which torch 2.13.0 wheel it would take (nothing is downloaded)"
     choice=$(torch_choice) || explain_failure "asking pip which torch 2.13.0 it would install"
     read -r kind version url <<<"$choice"
     if [ "$kind" = cuda ] && [ -z "${EXPLAINER_ALLOW_CUDA_TORCH:-}" ]; then
