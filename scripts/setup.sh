@@ -47,8 +47,8 @@ run_logged() {
     sleep 1
     n=$((n + 1))
     if [ $((n % 10)) -eq 0 ] && kill -0 "$CHILD" 2>/dev/null; then
-      last=$(tail -n 1 "$LOG" 2>/dev/null | tr -d '\r' | cut -c1-100)
-      say "[$PHASE]   ... $((SECONDS - PHASE_T0)) s${last:+: $last}"
+      last=$(grep -v '^WARNING: Location' "$LOG" 2>/dev/null | tail -n 1 | tr -d '\r' | sed 's/^ *//' | cut -c1-90)
+      say "[$PHASE]   ... $((SECONDS - PHASE_T0)) s so far${last:+; last output: $last}"
     fi
   done
   wait "$CHILD" || rc=$?
