@@ -1,63 +1,231 @@
 #!/usr/bin/env bash
-# Sets up everything explainer needs on a fresh Debian-like machine:
-#   a virtual environment in .venv with torch==2.13.0 (CPU wheel), the package and its extras,
-#   and the system binaries (graphviz `dot`; for tests also Debian's chromium) via apt when missing.
+# Sets up everything explainer needs on a Debian-like machine and says what it does, one line per phase
+# with its time (long phases print a progress line every 10 s):
+#   apt      the graphviz `dot` binary (for tests also Debian's chromium and npm) when missing
+#   venv     a virtual environment ($VENV, default .venv)
+#   torch    torch==2.13.0, the CPU build; stops with instructions if pip would pull the multi-GB CUDA build
+#   pip      the package with its extras: lab = what the notebooks need (notebooks, hf); test = that + test tools
+#   kernel   the venv's Jupyter kernel
+#   lab      JupyterLab settings in the venv (no news pop-up; widget state saved with the notebook)
+#   trust    the notebooks, so JupyterLab shows their stored outputs and widgets before anything runs
 # Usage: scripts/setup.sh [lab|test]
+# Environment: VENV (default .venv), PYTHON (default python3), APT_LOCK_TIMEOUT (seconds to wait for apt's lock,
+#   default 120), EXPLAINER_ALLOW_CUDA_TORCH=1 (accept pip's CUDA build of torch when no CPU wheel is found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want=${1:-test}
+case $want in lab|test) ;; *) echo "setup: unknown target '$want'; accepted: lab, test" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
-VENV=.venv
+VENV=${VENV:-.venv}
+APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-120}
+T0=$SECONDS
+LOG=$(mktemp "${TMPDIR:-/tmp}/explainer-setup.XXXXXX")
+CHILD=""
+TMPD=""
+cleanup() {
+  [ -n "$CHILD" ] && kill "$CHILD" 2>/dev/null || true
+  [ -n "$TMPD" ] && rm -rf "$TMPD"
+  rm -f "$LOG"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-apt_install() {  # apt_install BINARY PACKAGE...
-  local bin=$1; shift
-  command -v "$bin" >/dev/null 2>&1 && return 0
-  echo "setup: '$bin' is missing; installing Debian package(s) $* with apt-get" >&2
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup: no apt-get here. Install $* with your package manager (or conda: python-graphviz) and re-run." >&2
-    exit 1
-  fi
-  if [ -z "${_APT_UPDATED:-}" ]; then
-    $sudo apt-get update -qq </dev/null >/dev/null || { echo "setup: apt-get update failed; install $* by hand." >&2; exit 1; }
-    _APT_UPDATED=1
-  fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" </dev/null >/dev/null \
-    || { echo "setup: could not install $* (need root or passwordless sudo); install it by hand and re-run." >&2; exit 1; }
+PHASE=setup
+PHASE_T0=$SECONDS
+say() { echo "setup: $*"; }
+phase() { PHASE=$1; PHASE_T0=$SECONDS; }
+done_phase() { say "[$PHASE] $* ($((SECONDS - PHASE_T0)) s)"; }
+fail() { echo "setup: [$PHASE] $*" >&2; exit 1; }
+
+# run_logged CMD...: output to $LOG; every 10 s one line with the time so far and the command's latest line.
+run_logged() {
+  : >"$LOG"
+  "$@" >>"$LOG" 2>&1 </dev/null &
+  CHILD=$!
+  local n=0 rc=0 last
+  while kill -0 "$CHILD" 2>/dev/null; do
+    sleep 1
+    n=$((n + 1))
+    if [ $((n % 10)) -eq 0 ] && kill -0 "$CHILD" 2>/dev/null; then
+      last=$(grep -v '^WARNING: Location' "$LOG" 2>/dev/null | tail -n 1 | tr -d '\r' | sed 's/^ *//' | cut -c1-90)
+      say "[$PHASE]   ... $((SECONDS - PHASE_T0)) s so far${last:+; last output: $last}"
+    fi
+  done
+  wait "$CHILD" || rc=$?
+  CHILD=""
+  return $rc
 }
 
+# explain_failure WHAT: the log's tail, and "permission" when that is what went wrong.
+explain_failure() {
+  tail -n 25 "$LOG" | sed 's/^/  | /' >&2
+  if grep -qiE "permission denied|errno 13|operation not permitted|are you root" "$LOG"; then
+    fail "$1 failed: permission denied (see above). Is $(pwd) or $VENV owned by another user (e.g. made by sudo)? Fix the owner or use a folder you own."
+  fi
+  fail "$1 failed (last lines above)."
+}
+
+# lock_holders FILE...: "pid N (command)" for each process holding a POSIX lock on one of the files (/proc/locks).
+lock_holders() {
+  local f ino pid out=""
+  for f in "$@"; do
+    [ -e "$f" ] || continue
+    ino=$(stat -c %i "$f")
+    for pid in $(sed 's/->//' /proc/locks | awk -v ino="$ino" '{n = split($6, a, ":"); if (a[n] == ino) print $5}' | sort -u); do
+      out="${out:+$out, }pid $pid ($(cat "/proc/$pid/comm" 2>/dev/null || echo '?')) on $f"
+    done
+  done
+  echo "$out"
+}
+
+have() { local p; p=$(type -P "$1" 2>/dev/null) && [ -x "$p" ]; }   # bash's command -v also names non-executables
+APT_UPDATED=""
+PRESENT=()
+INSTALLED=()
+apt_install() {  # apt_install BINARY PACKAGE...
+  local bin=$1 sudo=() holders
+  shift
+  if have "$bin"; then PRESENT+=("$bin"); return 0; fi
+  have apt-get || fail "'$bin' is missing and there is no apt-get here: install $* with your package manager (README: \"Without apt\") and re-run."
+  if [ "$(id -u)" -ne 0 ]; then
+    if have sudo && sudo -n true 2>/dev/null; then
+      sudo=(sudo -n)
+    else
+      fail "permission: installing $* needs root. Run: sudo apt-get install $* ; then re-run."
+    fi
+  fi
+  say "[$PHASE] '$bin' is missing: apt-get install $* (waits up to ${APT_LOCK_TIMEOUT} s for apt's lock)"
+  local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT")
+  local ok=1
+  if [ -z "$APT_UPDATED" ]; then
+    run_logged "${apt[@]}" update || ok=0
+    APT_UPDATED=1
+  fi
+  [ $ok = 1 ] && { run_logged "${apt[@]}" install -y --no-install-recommends "$@" || ok=0; }
+  if [ $ok = 1 ]; then INSTALLED+=("$*"); return 0; fi
+  if grep -qiE "could not get lock|unable to acquire|unable to lock" "$LOG"; then
+    holders=$(lock_holders /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
+    grep -iE "could not get lock|unable to" "$LOG" | head -n 2 | sed 's/^/  | /' >&2
+    fail "apt's lock is still held after ${APT_LOCK_TIMEOUT} s by ${holders:-another process (named in the lines above)}. Let it finish (or end it), then re-run; APT_LOCK_TIMEOUT=600 waits longer."
+  fi
+  explain_failure "apt-get install $*"
+}
+
+# torch_choice: which torch==2.13.0 pip would take here, without downloading it: "cpu|cuda VERSION URL".
+torch_choice() {
+  "$VENV/bin/pip" install --dry-run --ignore-installed --no-deps --quiet --progress-bar off --report "$LOG.json" \
+      "torch==2.13.0" >"$LOG" 2>&1 || return 1
+  "$VENV/bin/python" - "$LOG.json" <<'EOF'
+import json, sys
+from pip._vendor.packaging.requirements import Requirement
+item = json.load(open(sys.argv[1]))["install"][0]
+reqs = [Requirement(r) for r in item["metadata"].get("requires_dist") or []]
+cuda = any(r.name.startswith("nvidia-") and (r.marker is None or r.marker.evaluate({"extra": ""})) for r in reqs)
+print("cuda" if cuda else "cpu", item["metadata"]["version"], item["download_info"]["url"])
+EOF
+  rm -f "$LOG.json"
+}
+
+# --- apt ------------------------------------------------------------------------------------------
+phase apt
 apt_install dot graphviz
 if [ "$want" = test ]; then
-  command -v chromium >/dev/null 2>&1 || apt_install chromium chromium fonts-dejavu-core
+  apt_install chromium chromium fonts-dejavu-core
+  [ -f "$VENV/share/explainer-js/dist/embed-amd.js" ] || apt_install npm npm
   # --backend hosts tests (root only; they skip elsewhere) need iproute2's `ip`
-  if [ "$(id -u)" -eq 0 ]; then command -v ip >/dev/null 2>&1 || apt_install ip iproute2; fi
+  if [ "$(id -u)" -eq 0 ]; then apt_install ip iproute2; fi
 fi
+done_phase "${PRESENT[*]:+present: ${PRESENT[*]}}${INSTALLED[*]:+; installed: ${INSTALLED[*]}}"
 
-stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)
+stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | cksum | cut -d" " -f1)
 if [ ! -f "$stamp" ]; then
-  [ -x $VENV/bin/python ] || $PY -m venv $VENV
-  # torch first and pinned: the CPU wheel of exactly this version is on the machine's disk.
-  log=$(mktemp)
-  pip_q() { $VENV/bin/pip install -q --disable-pip-version-check "$@" >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; exit 1; }; }
-  pip_q torch==2.13.0
-  if [ "$want" = test ]; then extras="test,hf,notebooks,docs,lint"; else extras="notebooks"; fi
-  pip_q -e ".[$extras]"
-  rm -f "$log"
-  $VENV/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
-  rm -f $VENV/.explainer-$want-*
+  # --- venv ---------------------------------------------------------------------------------------
+  phase venv
+  if [ -x "$VENV/bin/python" ]; then
+    done_phase "$VENV exists ($("$VENV/bin/python" -V 2>&1))"
+  else
+    have "$PY" || fail "no '$PY' on PATH: install Python 3.10+ (or set PYTHON=/path/to/python3)."
+    run_logged "$PY" -m venv "$VENV" || {
+      grep -q ensurepip "$LOG" && fail "'$PY -m venv' needs Debian's venv module: sudo apt-get install python3-venv ; then re-run."
+      explain_failure "$PY -m venv $VENV"; }
+    done_phase "created $VENV with $("$VENV/bin/python" -V 2>&1)"
+  fi
+  pip=("$VENV/bin/pip" install --disable-pip-version-check --progress-bar off)
+
+  # --- torch: the CPU build; never a silent multi-GB CUDA download --------------------------------
+  phase torch
+  have=$("$VENV/bin/python" -c 'from importlib import metadata as m; d = m.distribution("torch")
+print("cuda" if any(r.startswith("nvidia-") for r in d.requires or []) else "cpu", d.version)' 2>/dev/null || true)
+  if [ -n "$have" ] && [ "${have#* }" != "${have#* 2.13.0}" ]; then
+    done_phase "torch ${have#* } (${have%% *} build) already in $VENV"
+  else
+    say "[torch] asking pip which torch 2.13.0 wheel it would take (nothing is downloaded)"
+    choice=$(torch_choice) || explain_failure "asking pip which torch 2.13.0 it would install"
+    read -r kind version url <<<"$choice"
+    if [ "$kind" = cuda ] && [ -z "${EXPLAINER_ALLOW_CUDA_TORCH:-}" ]; then
+      {
+        say "[torch] pip would download torch $version WITH CUDA (about 5 GB with its nvidia-* packages):"
+        say "[torch]   $url"
+        say "[torch] no CPU wheel of torch 2.13.0 is visible to pip for user '$(id -un)' (pip's sources are per user:"
+        say "[torch] 'pip config list' shows them). Nothing was downloaded. Choose one and re-run:"
+        say "[torch]   CPU build from PyTorch's index (about 200 MB):  PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make $want"
+        say "[torch]   a folder that holds the CPU wheel:              PIP_FIND_LINKS=/path/to/wheels make $want"
+        say "[torch]   keep pip's CUDA build anyway:                   EXPLAINER_ALLOW_CUDA_TORCH=1 make $want"
+      } >&2
+      exit 1
+    fi
+    say "[torch] installing torch $version ($kind build) from ${url%%\?*}"
+    run_logged "${pip[@]}" "torch==2.13.0" || explain_failure "pip install torch==2.13.0"
+    done_phase "torch $version ($kind build) installed"
+  fi
+
+  # --- pip: the package and what the notebooks (and tests) need -----------------------------------
+  phase pip
+  if [ "$want" = test ]; then extras="test,hf,notebooks,docs,lint"; else extras="notebooks,hf"; fi
+  say "[pip] installing explainer[$extras] into $VENV"
+  run_logged "${pip[@]}" -e ".[$extras]" || explain_failure "pip install -e .[$extras]"
+  done_phase "explainer[$extras] installed"
+
+  phase kernel
+  run_logged "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 || explain_failure "ipykernel install"
+  done_phase "Jupyter kernel 'python3' -> $VENV/bin/python"
+  rm -f "$VENV"/.explainer-*
   touch "$stamp"
 fi
-# Static-HTML export of notebooks (browser test): the widget html-manager and require.js, from the npm registry.
+
+# --- lab settings and trust: every run (cheap), so re-executed notebooks are trusted again -----------
+phase lab
+venv_abs=$(cd "$VENV" && pwd)
+settings=$venv_abs/share/jupyter/lab/settings
+mkdir -p "$settings" "$venv_abs/etc/jupyter" "$venv_abs/share/jupyter/explainer-trust"
+cat >"$settings/overrides.json" <<'EOF'
+{
+  "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false},
+  "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}
+}
+EOF
+# One signature store per venv, read by `jupyter trust` and by the lab server alike (every Jupyter app
+# loads jupyter_config.json from the venv's etc/jupyter), whoever runs it and whatever their home folder.
+cat >"$venv_abs/etc/jupyter/jupyter_config.json" <<EOF
+{"NotebookNotary": {"db_file": "$venv_abs/share/jupyter/explainer-trust/nbsignatures.db",
+                    "secret_file": "$venv_abs/share/jupyter/explainer-trust/notebook_secret"}}
+EOF
+done_phase "JupyterLab settings: no news pop-up, widget state saved with the notebook ($settings/overrides.json)"
+
+phase trust
+run_logged "$VENV/bin/jupyter" trust notebooks/*.ipynb || explain_failure "jupyter trust"
+done_phase "$(ls notebooks/*.ipynb | wc -l) notebooks trusted (signatures in $venv_abs/share/jupyter/explainer-trust)"
+
+# --- test only: the widget html-manager and require.js for the static-HTML export test, from npm ----
 js=$VENV/share/explainer-js
-if [ "$want" = test ] && [ ! -f $js/dist/embed-amd.js ]; then
-  command -v npm >/dev/null 2>&1 || apt_install npm npm
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  (cd "$tmp" && npm pack --silent @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 >/dev/null </dev/null \
-     && tar xzf jupyter-widgets-html-manager-1.0.15.tgz && mkdir -p req && tar xzf requirejs-2.3.8.tgz -C req) \
-    || { echo "setup: npm pack of @jupyter-widgets/html-manager failed" >&2; rm -rf "$tmp"; exit 1; }
-  mkdir -p $js && cp -r "$tmp/package/dist" $js/ && cp "$tmp/req/package/require.js" $js/
-  rm -rf "$tmp"
+if [ "$want" = test ] && [ ! -f "$js/dist/embed-amd.js" ]; then
+  phase npm
+  TMPD=$(mktemp -d)
+  run_logged sh -c "cd '$TMPD' && npm pack --silent @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 \
+      && tar xzf jupyter-widgets-html-manager-1.0.15.tgz && mkdir -p req && tar xzf requirejs-2.3.8.tgz -C req" \
+    || explain_failure "npm pack of @jupyter-widgets/html-manager"
+  mkdir -p "$js" && cp -r "$TMPD/package/dist" "$js/" && cp "$TMPD/req/package/require.js" "$js/"
+  done_phase "widget html-manager 1.0.15 and require.js 2.3.8 in $js"
 fi
-echo "setup: ready ($want): $($VENV/bin/python -m explainer version)"
+
+say "ready ($want) in $((SECONDS - T0)) s: $("$VENV/bin/python" -m explainer version)"

@@ -33,12 +33,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _write_lab_settings(data_dir: Path, config_dir: Path) -> None:
-    overrides = {
-        "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
-        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
-        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": False},
-    }
+def _write_lab_settings(data_dir: Path, config_dir: Path, news_off: bool = True) -> None:
+    overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+    if news_off:      # otherwise the venv's own settings (scripts/setup.sh writes overrides.json) decide
+        overrides.update({
+            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+            "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": False},
+        })
     settings = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     # overrides.json is read from the app settings dir; keep ours in the temp tree via JUPYTERLAB_SETTINGS_DIR
@@ -51,8 +52,13 @@ def _write_lab_settings(data_dir: Path, config_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def jupyter_lab(notebooks: list[Path], timeout: float = 90.0):
-    """Start JupyterLab on a copy of ``notebooks``; yield (base_url, workdir); stop it by pid."""
+def jupyter_lab(notebooks: list[Path], timeout: float = 90.0, python: str = sys.executable,
+                learner_settings: bool = False):
+    """Start JupyterLab on a copy of ``notebooks``; yield (base_url, workdir); stop it by pid.
+
+    ``python``: the interpreter whose environment serves JupyterLab (e.g. the venv ``make lab`` builds).
+    ``learner_settings``: keep that environment's own news and widget-state settings instead of the test's.
+    """
     root = Path(tempfile.mkdtemp(prefix="explainer-lab-"))
     work = root / "work"
     work.mkdir()
@@ -65,12 +71,12 @@ def jupyter_lab(notebooks: list[Path], timeout: float = 90.0):
                      ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
         env[var] = str(root / sub)
         (root / sub).mkdir(parents=True, exist_ok=True)
-    _write_lab_settings(root / "data", root / "config")
+    _write_lab_settings(root / "data", root / "config", news_off=not learner_settings)
     port = free_port()
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+    cmd = [python, "-m", "jupyterlab", "--no-browser", "--allow-root",
            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
            f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
-           "--LabApp.news_url=", "--ServerApp.open_browser=False"]
+           "--ServerApp.open_browser=False"] + ([] if learner_settings else ["--LabApp.news_url="])
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
                             start_new_session=True)

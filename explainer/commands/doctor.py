@@ -1,0 +1,44 @@
+"""``python -m explainer doctor [--json]``: is this machine ready for the notebooks? One ✓/✗ row per check.
+
+Exit 0 only when every check passes; each ✗ row is followed by the command that fixes it.
+"""
+
+import json
+import sys
+
+HELP = "check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint)"
+
+
+def configure(parser):
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _marks() -> tuple[str, str]:
+    enc = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        "✓✗".encode(enc)
+        return "✓", "✗"
+    except (UnicodeEncodeError, LookupError):              # e.g. a Windows console code page
+        return "OK", "XX"
+
+
+def run(args):
+    from explainer.doctor import run_checks
+
+    yes, no = _marks()
+    width = len("JupyterLab + widgets")
+
+    def show(r):
+        print(f"{yes if r.ok else no} {r.name:{width}s}  {r.detail}", flush=True)
+        if not r.ok:
+            print(f"  {'':{width}s}fix: {r.fix}", flush=True)
+
+    rows = run_checks(on_row=None if args.json else show)
+    failed = [r for r in rows if not r.ok]
+    if args.json:
+        print(json.dumps({"ok": not failed, "checks": [r.__dict__ for r in rows]}, indent=2))
+        return 1 if failed else 0
+    total = sum(r.seconds for r in rows)
+    print(f"{len(rows) - len(failed)} of {len(rows)} checks passed in {total:.1f} s"
+          + ("" if not failed else f"; fix the {len(failed)} row(s) marked {no} and run doctor again"))
+    return 1 if failed else 0

@@ -1,0 +1,144 @@
+"""The notebooks as a learner first meets them: JupyterLab served from the venv that `make lab` builds
+(`make test` builds it as .venv-lab and sets EXPLAINER_LAB_VENV), in a real browser.
+
+For each notebook, opened WITHOUT running a cell:
+- every stored diagram renders as a picture (`.jp-RenderedSVG img`), never as `<graphviz.sources.Source at 0x…>`;
+- stored HTML keeps its `<style>` (JupyterLab strips it from untrusted notebooks);
+- every stored widget renders from the notebook's saved widget state, never as `VBox(children=…)` text, and
+  every stepper (a Stack whose selected_index is jslinked to a slider or buttons, read from that state) steps;
+- no news pop-up.
+Trust and the news setting come from set-up (scripts/setup.sh) in that venv; this test adds neither.
+Then Kernel > Restart Kernel and Run All Cells: every cell runs, no error or stderr output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from labserver import CHROMIUM, REPO, TOKEN, chromium_page, jupyter_lab
+
+ENV_VENV = os.environ.get("EXPLAINER_LAB_VENV")
+LAB_VENV = Path(ENV_VENV or REPO / ".venv-lab")
+LAB_PY = LAB_VENV / "bin" / "python"
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+ARTIFACTS = REPO / "test-artifacts"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed"),
+              pytest.mark.skipif(not ENV_VENV and not LAB_PY.exists(),
+                                 reason="no lab venv: `make test` builds .venv-lab (VENV=.venv-lab scripts/setup.sh lab)")]
+
+
+def stored(nb: Path) -> dict:
+    """What the notebook file holds: SVG and widget outputs, styled HTML, and its steppers with their control."""
+    data = json.loads(nb.read_text())
+    outputs = [o for c in data["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    state = data["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    ref = lambda v: v[len("IPY_MODEL_"):]                                       # noqa: E731
+    driver = {}                                         # Stack model id -> model name of the control linked to it
+    for m in state.values():
+        if m["model_name"] == "LinkModel" and m["state"]["target"][1] == "selected_index":
+            driver[ref(m["state"]["target"][0])] = state[ref(m["state"]["source"][0])]["model_name"]
+
+    def controls(mid: str) -> set[str]:
+        found = {driver[mid]} if mid in driver else set()
+        for child in state.get(mid, {}).get("state", {}).get("children", []):
+            found |= controls(ref(child))
+        return found
+
+    views = [o["data"][WIDGET_VIEW]["model_id"] for o in outputs if WIDGET_VIEW in o.get("data", {})]
+    return {"svg": sum("image/svg+xml" in o.get("data", {}) for o in outputs),
+            "styled_html": any("<style" in "".join(o.get("data", {}).get("text/html", "")) for o in outputs),
+            "views": views, "steppers": {k: controls(mid) for k, mid in enumerate(views) if controls(mid)}}
+
+
+def frame_text(output) -> str:
+    return "\n".join(output.locator(".widget-html-content").all_inner_texts())
+
+
+def step(page, output, control: str) -> None:
+    before = frame_text(output)
+    if "IntSliderModel" in control:
+        handle = output.locator(".widget-slider .noUi-handle").first
+        handle.focus()
+        handle.press("ArrowRight")
+    elif "ToggleButtonsModel" in control:
+        output.locator(".widget-toggle-button").nth(1).click()
+    else:
+        raise AssertionError(f"a stepper driven by {control}: teach this test how to step it")
+    page.wait_for_function("([el, before]) => [...el.querySelectorAll('.widget-html-content')]"
+                           ".map(e => e.innerText).join('\\n') !== before",
+                           arg=[output.element_handle(), before], timeout=20_000)
+
+
+def shut_down_kernels(base: str) -> None:
+    with urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=10) as r:
+        kernels = json.load(r)
+    for k in kernels:
+        req = urllib.request.Request(f"{base}/api/kernels/{k['id']}?token={TOKEN}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30)
+
+
+IDLE = "text=Python 3 (ipykernel) | Idle"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with jupyter_lab(NOTEBOOKS, python=str(LAB_PY), learner_settings=True, timeout=180) as (base, work), \
+            chromium_page() as page:
+        page.on("dialog", lambda d: d.accept())          # "leave page?" when moving on from a notebook
+        yield base, page
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_opens_rendered_then_runs_all_without_errors(lab, nb):
+    base, page = lab
+    want = stored(nb)
+    page.goto(f"{base}/lab/workspaces/{nb.stem}/tree/{nb.name}?token={TOKEN}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    page.wait_for_selector(IDLE, timeout=180_000)      # the widget manager restores saved state once a kernel is up
+    outputs = page.locator(".jp-OutputArea-output")
+
+    # --- opened, nothing run: pictures, styles, widgets from the saved state -----------------------------
+    page.wait_for_function(f"document.querySelectorAll('.jp-RenderedSVG img').length >= {want['svg']}",
+                           timeout=60_000)
+    assert page.locator(".jp-RenderedSVG img").count() == want["svg"]
+    for text in ("graphviz.sources.Source at", "graphviz.graphs.Digraph at", "VBox(children=", "HBox(children="):
+        assert outputs.filter(has_text=text).count() == 0, f"{nb.name}: an output shows {text!r} instead of rendering"
+    if want["styled_html"]:
+        assert page.locator(".jp-RenderedHTML style").count() > 0, \
+            f"{nb.name}: stored HTML lost its <style> (notebook not trusted?)"
+    widget_outputs = outputs.filter(has=page.locator(".jupyter-widgets"))
+    page.wait_for_function("n => [...document.querySelectorAll('.jp-OutputArea-output')]"
+                           ".filter(o => o.querySelector('.jupyter-widgets')).length >= n",
+                           arg=len(want["views"]), timeout=60_000)
+    assert widget_outputs.count() == len(want["views"])
+    assert want["steppers"], f"{nb.name} has no stepper in its saved widget state"
+    for k, controls in want["steppers"].items():
+        output = widget_outputs.nth(k)
+        output.scroll_into_view_if_needed()
+        step(page, output, " ".join(sorted(controls)))
+    assert page.locator("text=official Jupyter news").count() == 0, "the news pop-up is showing"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{nb.stem}-opened.png"))
+
+    # --- Kernel > Restart Kernel and Run All Cells ---------------------------------------------------------
+    page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
+    page.click(".lm-Menu-itemLabel:text-matches('^Restart Kernel and Run All Cells')")
+    page.click(".jp-Dialog-button.jp-mod-accept")
+    page.wait_for_selector(".jp-InputPrompt:text-is('[*]:')", timeout=60_000)
+    page.wait_for_function("!document.querySelector('.jp-InputPrompt') || ![...document.querySelectorAll("
+                           "'.jp-InputPrompt')].some(p => p.innerText.trim() === '[*]:')", timeout=900_000)
+    page.wait_for_selector(IDLE, timeout=60_000)
+    prompts = [t.strip() for t in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
+    assert prompts and all(p[1:-2].isdigit() for p in prompts), f"{nb.name}: cells not all run: {prompts}"
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    assert errors.count() == 0, f"{nb.name}: error output after Run All: {errors.first.inner_text()[:2000]}"
+    page.screenshot(path=str(ARTIFACTS / f"{nb.stem}-run-all.png"))
+    shut_down_kernels(base)
