@@ -52,6 +52,7 @@ class EngineConfig:
     max_num_batched_tokens: int = 512         # per step; sizes each rank's persistent receive buffer
     seed: int = 0
     pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
+    sync_fields: tuple[str, ...] | None = None   # state-sync: fields the last rank sends (None: #52015's three)
     attention_backend: str | None = None
     distributed_executor_backend: str = "inprocess"
     warmup: bool = True
@@ -75,6 +76,7 @@ class EngineConfig:
                 _int_at_least(name, getattr(self, name), 1)
         _int_at_least("seed", self.seed, 0)
         _one_of("pp_mode", self.pp_mode, PP_MODES)
+        self._verify_sync_fields()
         _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
         if self.attention_backend is not None:
             _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
@@ -88,6 +90,24 @@ class EngineConfig:
         if self.confidence_threshold is not None and not (
                 _number(self.confidence_threshold) and self.confidence_threshold > 0):
             raise UsageError(f"confidence_threshold={self.confidence_threshold!r}: must be a number > 0")
+
+    def _verify_sync_fields(self) -> None:
+        """``sync_fields``: any subset of the runner's per-request state fields, state-sync only; sorted."""
+        from explainer.pp_utils import STATE_SYNC_FIELDS
+        from explainer.runner import request_state_fields
+        if self.sync_fields is None:
+            self.sync_fields = STATE_SYNC_FIELDS if self.pp_mode == "state-sync" else ()
+            return
+        if self.pp_mode != "state-sync":
+            raise UsageError(f"sync_fields={self.sync_fields!r} needs pp_mode='state-sync' (got {self.pp_mode!r})")
+        valid = request_state_fields()
+        if isinstance(self.sync_fields, str) or not all(isinstance(f, str) for f in self.sync_fields):
+            raise UsageError(f"sync_fields={self.sync_fields!r}: accepted is a collection of field names from "
+                             f"{', '.join(valid)}")
+        unknown = sorted(set(self.sync_fields) - set(valid))
+        if unknown:
+            raise UsageError(f"unknown state field(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(valid)}")
+        self.sync_fields = tuple(sorted(set(self.sync_fields)))
 
     # 2. the model-specific hook (runs before the PP check, as in VllmConfig.__post_init__)
     def _verify_and_update_model_config(self) -> None:
