@@ -32,7 +32,7 @@ class Check:
         return {"name": self.name, "passed": self.passed, "detail": self.detail, "required": self.required}
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
     exercise: str
     status: str                                  # pass | fail | error
@@ -73,6 +73,14 @@ class Report:
     @classmethod
     def error(cls, exercise: str, kind: str, message: str, **kw) -> "Report":
         return cls(exercise=exercise, status="error", reason=message, error_kind=kind, **kw)
+
+    def __repr__(self) -> str:
+        word = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[self.status]
+        return f"<workshop check {self.exercise}: {word}" + (f": {self.reason}>" if self.reason else ">")
+
+    def _repr_html_(self) -> str:
+        from explainer.workshop.panel import panel_html
+        return panel_html(self)
 
     def text(self) -> str:
         """The terminal form: verdict line, one line per check, the reason."""
