@@ -16,7 +16,7 @@ import torch
 
 from explainer.sampler import entropy_bound_accept as reference
 from explainer.workshop import learner
-from explainer.workshop.child import learner_phase
+from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, verdict
 
 EXERCISE = "accept"

@@ -19,10 +19,11 @@ import linecache
 import os
 
 from explainer.workshop import learner
-from explainer.workshop.child import learner_phase
+from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
 EXERCISE = "tensor-dict-gate"
+IDENT_PREFIX = "workshop"       # SHM group names start with it + the check process's pid (swept by the sandbox)
 
 
 def gate_rank(source: str, filename: str, function: str) -> dict:
@@ -79,7 +80,7 @@ def gate_rank(source: str, filename: str, function: str) -> dict:
 
 def _launch(code, nodes: int) -> dict:
     from explainer.distributed.launch import free_port, launch
-    idents = [str(free_port()) for _ in range(nodes)]
+    idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # vLLM: the node's port
     node_of = [0, 0] if nodes == 1 else [0, 1]
     budget = learner.budget()
     env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(budget + 2)} for r in range(2)]

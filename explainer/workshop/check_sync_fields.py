@@ -16,7 +16,7 @@ from explainer.pp_scenarios import PRE_FIX_MODEL
 from explainer.runner import request_state_fields
 from explainer.trace import Trace
 from explainer.workshop import learner
-from explainer.workshop.child import learner_phase
+from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
 EXERCISE = "sync-fields"

@@ -2,56 +2,35 @@
 code runs (besides the rank processes the gate check launches from here).
 
 Reads ``WORKDIR/request.json`` ({exercise, code}), writes ``WORKDIR/result.json`` (a Report with its picture).
-Each phase is appended to ``WORKDIR/progress.jsonl`` ({t, phase, learner, budget}) so the parent's watchdog
-can name where a hang happened and end the process group in bounded time.
+Each phase is appended to ``WORKDIR/progress.jsonl`` (``progress.py``) so the parent's watchdog can name
+where a hang happened and end the process group in bounded time.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import sys
 import time
 
-from explainer.workshop import exercises, learner
+from explainer.workshop import exercises, learner, progress
 from explainer.workshop.report import LearnerError, Report
-
-_PROGRESS: str | None = None
-
-
-def phase(name: str, learner_code: bool = False, seconds: float | None = None) -> None:
-    """Tell the watchdog what runs now; ``learner_code``: the learner's code, bounded by ``seconds``."""
-    if _PROGRESS:
-        with open(_PROGRESS, "a") as f:
-            f.write(json.dumps({"t": time.time(), "phase": name, "learner": learner_code,
-                                "budget": seconds if seconds is not None else learner.budget()}) + "\n")
-
-
-@contextlib.contextmanager
-def learner_phase(name: str, seconds: float | None = None):
-    phase(name, True, seconds)
-    try:
-        yield
-    finally:
-        phase(f"after {name}")
 
 
 def main(workdir: str) -> int:
-    global _PROGRESS
-    _PROGRESS = os.path.join(workdir, "progress.jsonl")
+    progress.start(os.path.join(workdir, "progress.jsonl"))
     with open(os.path.join(workdir, "request.json")) as f:
         req = json.load(f)
     ex = exercises.get(req["exercise"])
     code = learner.LearnerCode(**req["code"])
     t0 = time.perf_counter()
-    phase("importing the checker")
+    progress.phase("importing the checker")
     import torch
     torch.set_num_threads(1)                     # tiny tensors; the machine is shared
     checker = importlib.import_module(ex.checker)
     try:
-        with learner_phase(f"running the top level of {code.filename}"):
+        with progress.learner_phase(f"running the top level of {code.filename}"):
             fn = learner.load(code)
         report = checker.run(fn, code)
     except LearnerError as exc:

@@ -45,6 +45,8 @@ class Report:
     picture: dict[str, Any] = field(default_factory=dict, repr=False)   # what the panel draws on failure
     seconds: float = 0.0
     output: str = ""                             # what the learner's code printed (tail)
+    process_ids: list[int] = field(default_factory=list, repr=False)   # the check's process group (sandbox)
+    check_pid: int | None = None
 
     @property
     def passed(self) -> bool:

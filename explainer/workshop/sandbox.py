@@ -8,6 +8,7 @@ remembered so that shared-memory segments a killed rank created (named with its 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -77,6 +78,15 @@ def _end_group(pgid: int, seen: set[int]) -> None:
             time.sleep(0.05)
 
 
+def _sweep_prefix(prefix: str) -> None:
+    from explainer.distributed import shm
+    if os.path.isdir(shm.SHM_DIR):
+        for name in os.listdir(shm.SHM_DIR):
+            if name.startswith(prefix):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(shm.SHM_DIR, name))
+
+
 def run(exercise: str, code: LearnerCode) -> Report:
     from explainer.distributed import shm
     work = Path(tempfile.mkdtemp(prefix="explainer-workshop-"))
@@ -113,25 +123,33 @@ def run(exercise: str, code: LearnerCode) -> Report:
             proc.wait()
             for pid in seen:
                 shm.sweep_segments_of(pid)
-    seconds = time.monotonic() - t0
-    output = (work / "output.txt").read_text(errors="replace")[-2000:]
+            _sweep_prefix(f"workshop{proc.pid}n")          # the gate check's SHM group names
     try:
-        if killed:
-            return Report(exercise, "fail", reason=killed, source=code.origin, function=code.function,
-                          seconds=seconds, output=output)
-        if result.exists():
-            report = Report.from_json(json.loads(result.read_text()))
-            report.seconds, report.output = seconds, output
-            return report
-        last = _last_phase(progress)
-        where = last["phase"] if last else "starting"
-        how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-               else f"exit code {proc.returncode}")
-        if last and last["learner"]:
-            return Report(exercise, "fail", reason=f"the check's process died ({how}) during {where}",
-                          source=code.origin, function=code.function, seconds=seconds, output=output)
-        tail = output.strip().splitlines()[-1:] or [""]
-        return Report.error(exercise, "internal", f"the check's process died ({how}) during {where}: {tail[0]}",
-                            source=code.origin, function=code.function, seconds=seconds, output=output)
+        output = (work / "output.txt").read_text(errors="replace")[-2000:]
+        report = _report(exercise, code, killed, result, progress, proc, time.monotonic() - t0, output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    report.process_ids = sorted(seen)               # every process of the check's group (for tests)
+    report.check_pid = proc.pid
+    return report
+
+
+def _report(exercise, code, killed, result, progress, proc, seconds, output) -> Report:
+    """The child's own report, or what the watchdog saw (a hang, a crash)."""
+    if killed:
+        return Report(exercise, "fail", reason=killed, source=code.origin, function=code.function,
+                      seconds=seconds, output=output)
+    if result.exists():
+        report = Report.from_json(json.loads(result.read_text()))
+        report.seconds, report.output = seconds, output
+        return report
+    last = _last_phase(progress)
+    where = last["phase"] if last else "starting"
+    how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+           else f"exit code {proc.returncode}")
+    if last and last["learner"]:
+        return Report(exercise, "fail", reason=f"the check's process died ({how}) during {where}",
+                      source=code.origin, function=code.function, seconds=seconds, output=output)
+    tail = output.strip().splitlines()[-1:] or [""]
+    return Report.error(exercise, "internal", f"the check's process died ({how}) during {where}: {tail[0]}",
+                        source=code.origin, function=code.function, seconds=seconds, output=output)
