@@ -35,21 +35,21 @@ keep = torch.cumsum(h, dim=-1) <= bound
 return torch.zeros_like(keep).scatter_(-1, order, keep)""",
     "sorted_order": """h, order = torch.sort(entropy, dim=-1)
 return torch.cumsum(h, dim=-1) - h <= bound""",
-    "batch_dim": """h, order = torch.sort(entropy, dim=0)
+    "batch_flattened": """h, order = torch.sort(entropy.reshape(-1))
 keep = torch.cumsum(h, dim=0) - h <= bound
-return torch.zeros_like(keep).scatter_(0, order, keep)""",
+return torch.zeros_like(keep).scatter_(0, order, keep).reshape(entropy.shape)""",
     "int_mask": """h, order = torch.sort(entropy, dim=-1)
 keep = torch.cumsum(h, dim=-1) - h <= bound
 return torch.zeros_like(keep).scatter_(-1, order, keep).int()""",
 }
 # the reason each wrong answer must give (substrings of the one-line reason)
 ACCEPT_REASONS = {
-    "stub": ["case 'one row, two accepted'", "expected accepted, got rejected"],
+    "stub": ["case 'one row, three accepted'", "expected accepted, got rejected"],
     "per_position": ["case '", "expected"],
     "strict": ["bound 0", "expected accepted, got rejected"],
-    "own_entropy_counted": ["case 'one row, one accepted'", "expected accepted, got rejected"],
-    "sorted_order": ["case 'one row, two accepted'"],
-    "batch_dim": ["batch > 1", "row "],
+    "own_entropy_counted": ["distinct values", "expected accepted, got rejected"],
+    "sorted_order": ["case 'one row, three accepted'"],
+    "batch_flattened": ["batch > 1", "case '3 rows, different cuts'"],
     "int_mask": ["dtype int32; expected bool"],
 }
 

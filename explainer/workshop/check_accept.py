@@ -27,7 +27,7 @@ def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
     g = torch.Generator().manual_seed(1234)
     t = lambda rows: torch.tensor(rows, dtype=torch.float32)          # noqa: E731
     cases = [
-        ("distinct values", "one row, two accepted", t([[0.5, 0.05, 0.3, 0.02, 0.9]]), 0.1),
+        ("distinct values", "one row, three accepted", t([[0.5, 0.05, 0.3, 0.02, 0.9]]), 0.1),
         ("distinct values", "one row, one accepted", t([[0.7, 0.4, 0.9, 0.6]]), 0.1),
         ("distinct values", "one position", t([[2.5]]), 0.1),
         ("ties", "tied low entropies", t([[0.2, 0.05, 0.05, 0.3, 0.05]]), 0.1),

@@ -21,15 +21,15 @@ class Exercise:
 
 EXERCISES = {e.id: e for e in (
     Exercise("accept", "entropy_bound_accept", "entropy_bound_accept(entropy, bound) -> bool tensor [B, L]",
-             "notebooks/workshop/exercises.ipynb", 15, "01_canvas_sampler: the entropy-bound accept rule",
+             "notebooks/workshop/exercises.ipynb", 12, "01_canvas_sampler: the entropy-bound accept rule",
              "explainer.workshop.check_accept",
              "the sampler's accept rule, against the library's (= transformers') on random and edge-case entropies"),
     Exercise("sync-fields", "fields_to_sync", "fields_to_sync() -> set[str]",
-             "notebooks/workshop/exercises.ipynb", 20, "02_pipeline_parallel: stale state on rank 0, state sync",
+             "notebooks/workshop/exercises.ipynb", 18, "02_pipeline_parallel: stale state on rank 0, state sync",
              "explainer.workshop.check_sync_fields",
              "which per-request state fields the last PP rank must send each step; the real PP=2 engine vs PP=1"),
     Exercise("tensor-dict-gate", "use_cpu_custom_send_recv", "use_cpu_custom_send_recv(device_communicator) -> bool",
-             "notebooks/workshop/exercises.ipynb", 15, "03_cpu_communicator: the #40150 gate",
+             "notebooks/workshop/exercises.ipynb", 12, "03_cpu_communicator: the #40150 gate",
              "explainer.workshop.check_gate",
              "the GroupCoordinator's tensor-dict gate, asked inside real rank processes on one node and on two"),
 )}
