@@ -1,19 +1,22 @@
 """Run one check in its own process group, bounded in time, and leave nothing behind.
 
-The check process (``child.py``) starts in a new session, so it and everything it starts (the gate's rank
-processes, a forkserver, whatever the learner's code spawns) share one process group, which ends with
-the check: on success, failure, a hang (the watchdog) or an interrupt. Every pid seen in the group is
-remembered so that shared-memory segments a killed rank created (named with its pid) are unlinked too.
+The check process is forked from a warm forkserver (torch and the engine already imported, so a check
+in a notebook or a folder of checks pays the imports once) and runs ``child.main`` in a new session: it
+and everything it starts (the gate's rank processes, whatever the learner's code spawns) share one
+process group, which ends with the check: on success, failure, a hang (the watchdog) or an interrupt.
+Every pid seen in the group is remembered so that shared-memory segments a killed rank created (named
+with its pid) are unlinked too. The forkserver is multiprocessing's (shared with ``distributed.launch``);
+it imports modules and runs no learner code.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -78,6 +81,43 @@ def _end_group(pgid: int, seen: set[int]) -> None:
             time.sleep(0.05)
 
 
+PRELOAD = ["torch", "torch.distributed", "explainer.distributed.parallel_state", "explainer.engine",
+           "explainer.workshop.child"]
+
+
+def _start(work: Path):
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)          # no effect if the server already runs (then torch is loaded)
+    env = {k: v for k, v in os.environ.items() if k.startswith("EXPLAINER_")}
+    proc = ctx.Process(target=_entry, args=(str(work), env), name="explainer-workshop-check")
+    proc.start()
+    return proc
+
+
+def _entry(workdir: str, env: dict) -> None:
+    """In the check process: own session, output to a file, the caller's EXPLAINER_* settings, then the check."""
+    code = 1
+    try:
+        os.setsid()
+        fd = os.open(os.path.join(workdir, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        for key in [k for k in os.environ if k.startswith("EXPLAINER_") and k not in env]:
+            del os.environ[key]                   # a forkserver keeps the environment it started with
+        os.environ.update(env)
+        os.chdir(workdir)
+        from explainer.workshop import child
+        code = child.main(workdir)
+    except BaseException:                         # noqa: BLE001 - reported through output.txt
+        import traceback
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def _sweep_prefix(prefix: str) -> None:
     from explainer.distributed import shm
     if os.path.isdir(shm.SHM_DIR):
@@ -96,31 +136,30 @@ def run(exercise: str, code: LearnerCode) -> Report:
     killed = None
     proc = None
     try:
-        with open(work / "output.txt", "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "explainer.workshop.child", str(work)], stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work,
-                                    start_new_session=True)
-            seen.add(proc.pid)
-            next_scan = 0.0
-            while proc.poll() is None:
-                now = time.monotonic()
-                if now >= next_scan:
-                    seen |= group_pids(proc.pid)
-                    next_scan = now + 0.25
-                last = _last_phase(progress)
-                if last and last["learner"] and time.time() - last["t"] > last["budget"] + GRACE:
-                    killed = (f"{last['phase']} did not finish within {last['budget'] + GRACE:g} s "
-                              f"(an endless loop or a wait?); the check ended it")
-                elif now - t0 > cap:
-                    killed = (f"the check did not finish within {cap:g} s (last step: "
-                              f"{last['phase'] if last else 'starting'}); the check ended it")
-                if killed:
-                    break
-                time.sleep(0.05)
+        proc = _start(work)
+        seen.add(proc.pid)
+        next_scan = 0.0
+        while proc.exitcode is None:
+            now = time.monotonic()
+            if now >= next_scan:
+                seen |= group_pids(proc.pid)
+                next_scan = now + 0.25
+            last = _last_phase(progress)
+            if last and last["learner"] and time.time() - last["t"] > last["budget"] + GRACE:
+                killed = (f"{last['phase']} did not finish within {last['budget'] + GRACE:g} s "
+                          f"(an endless loop or a wait?); the check ended it")
+            elif now - t0 > cap:
+                killed = (f"the check did not finish within {cap:g} s (last step: "
+                          f"{last['phase'] if last else 'starting'}); the check ended it")
+            if killed:
+                break
+            proc.join(0.05)
     finally:
         if proc is not None:
             _end_group(proc.pid, seen)            # the check's process group: whatever is left of it
-            proc.wait()
+            if proc.exitcode is None:             # not yet its own group leader: end it by pid
+                proc.kill()
+            proc.join()
             for pid in seen:
                 shm.sweep_segments_of(pid)
             _sweep_prefix(f"workshop{proc.pid}n")          # the gate check's SHM group names
@@ -145,8 +184,8 @@ def _report(exercise, code, killed, result, progress, proc, seconds, output) -> 
         return report
     last = _last_phase(progress)
     where = last["phase"] if last else "starting"
-    how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-           else f"exit code {proc.returncode}")
+    how = (f"signal {signal.Signals(-proc.exitcode).name}" if proc.exitcode < 0
+           else f"exit code {proc.exitcode}")
     if last and last["learner"]:
         return Report(exercise, "fail", reason=f"the check's process died ({how}) during {where}",
                       source=code.origin, function=code.function, seconds=seconds, output=output)
