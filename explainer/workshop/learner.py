@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import importlib
 import inspect
 import linecache
 import os
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from explainer.workshop.report import LearnerError
 
-CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
+CONSTANTS = (bool, int, float, str, bytes, type(None))
 
 
 class LearnerTimeout(Exception):
@@ -81,6 +82,29 @@ def _global_loads(code: types.CodeType) -> set[str]:
     return names
 
 
+def _literal(v) -> bool:
+    """A value its ``repr`` rebuilds: numbers, strings, and lists/tuples/sets/dicts of them."""
+    if isinstance(v, CONSTANTS):
+        return True
+    if isinstance(v, (list, tuple, set, frozenset, dict)):
+        try:
+            return ast.literal_eval(repr(v)) == v if v else True
+        except (ValueError, SyntaxError, RecursionError):
+            return False
+    return False
+
+
+def _importable(v, own_module: str) -> bool:
+    """A function or class that ``from MODULE import NAME`` gives back (e.g. ``from torch import cumsum``)."""
+    mod, name = getattr(v, "__module__", None), getattr(v, "__name__", None)
+    if not isinstance(mod, str) or not isinstance(name, str) or mod in ("__main__", own_module):
+        return False
+    try:
+        return getattr(importlib.import_module(mod), name, None) is v
+    except Exception:                                     # noqa: BLE001 - not importable: not shippable
+        return False
+
+
 def _bundle(fn, parts: dict[str, str], seen: set[str]) -> None:
     if fn.__name__ in seen:
         return
@@ -98,14 +122,13 @@ def _bundle(fn, parts: dict[str, str], seen: set[str]) -> None:
         if isinstance(v, types.ModuleType):
             parts[f"import {name}"] = (f"import {v.__name__}" if v.__name__ == name
                                        else f"import {v.__name__} as {name}")
-        elif isinstance(v, CONSTANTS) or (isinstance(v, (tuple, frozenset)) and all(isinstance(x, CONSTANTS) for x in v)):
+        elif _literal(v):
             parts[f"const {name}"] = f"{name} = {v!r}"
         elif isinstance(v, types.FunctionType) and v.__module__ == fn.__module__:
             _bundle(v, parts, seen)
-        elif getattr(v, "__module__", None) not in (None, "__main__", fn.__module__) and \
-                getattr(v, "__qualname__", "") and "." not in v.__qualname__:
-            parts[f"import {name}"] = (f"from {v.__module__} import {v.__qualname__}"
-                                       + ("" if v.__qualname__ == name else f" as {name}"))
+        elif _importable(v, fn.__module__):
+            parts[f"import {name}"] = (f"from {v.__module__} import {v.__name__}"
+                                       + ("" if v.__name__ == name else f" as {name}"))
         else:
             raise LearnerError("missing-function", f"{fn.__name__} uses {name!r} ({type(v).__name__}) from "
                                                    f"elsewhere in the notebook; define it inside the function")

@@ -26,11 +26,13 @@ CSS = """<style>
 .xp-ws .xp-ws-head{font-size:15px;font-weight:700;margin-bottom:4px}
 .xp-ws .xp-ws-pass .xp-ws-mark,.xp-ws .xp-ws-ok{color:#005a8c}.xp-ws .xp-ws-bad{color:#a33f00}
 .xp-ws table{border-collapse:collapse;margin:4px 0}
-.xp-ws td,.xp-ws th{padding:2px 8px;vertical-align:top;text-align:left}
+.xp-ws table td,.xp-ws table th{padding:2px 8px;vertical-align:top;text-align:left}
+.xp-ws table tbody tr:nth-child(odd),.xp-ws table tbody tr:hover{background:transparent}
 .xp-ws table.xp-ws-checks td.xp-ws-word{font-weight:700;white-space:nowrap}
+.xp-ws table.xp-ws-checks td:nth-child(2){white-space:nowrap}
 .xp-ws table.xp-ws-case td,.xp-ws table.xp-ws-case th,.xp-ws table.xp-ws-runs td,.xp-ws table.xp-ws-runs th{
  border:1px solid #ccc;text-align:center;font-variant-numeric:tabular-nums}
-.xp-ws table.xp-ws-case th:first-child{text-align:right}
+.xp-ws table.xp-ws-case tr th:first-child{text-align:right}
 .xp-ws td.xp-ws-diff{outline:3px solid #d55e00;font-weight:700;background:#fff}
 .xp-ws .xp-ws-fix{margin:6px 0;padding:4px 6px;background:#fff;border-left:4px solid #d55e00}
 .xp-ws .xp-ws-fig{color:#444;font-size:12px}
