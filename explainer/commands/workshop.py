@@ -24,7 +24,8 @@ def configure(parser):
 
 
 def run(args) -> int:
-    from explainer.workshop import EXERCISES, get
+    from explainer.workshop import EXERCISES, get, sandbox
+    sandbox.START_METHOD = "fork"        # this process is single-threaded: fork the checks from it
     if args.action == "list":
         if args.json:
             print(json.dumps([{"id": e.id, "function": e.signature, "notebook": e.notebook, "minutes": e.minutes,

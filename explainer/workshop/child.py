@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import resource
 import sys
 import time
 
@@ -38,6 +39,8 @@ def main(workdir: str) -> int:
     except learner.LearnerTimeout as exc:
         report = Report(ex.id, "fail", reason=str(exc))
     report.source, report.function, report.seconds = code.origin, code.function, time.perf_counter() - t0
+    own, ranks = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    report.cpu_seconds = own.ru_utime + own.ru_stime + ranks.ru_utime + ranks.ru_stime
     data = report.to_json()
     data["picture"] = report.picture
     tmp = os.path.join(workdir, "result.json.tmp")

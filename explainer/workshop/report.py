@@ -44,6 +44,7 @@ class Report:
     figures: dict[str, Any] = field(default_factory=dict)    # bytes per step, minimal, cases run, ...
     picture: dict[str, Any] = field(default_factory=dict, repr=False)   # what the panel draws on failure
     seconds: float = 0.0
+    cpu_seconds: float = 0.0                     # CPU time of the check's processes (the child and its ranks)
     output: str = ""                             # what the learner's code printed (tail)
     process_ids: list[int] = field(default_factory=list, repr=False)   # the check's process group (sandbox)
     check_pid: int | None = None
@@ -62,7 +63,7 @@ class Report:
                 "function": self.function, "error": None if self.status != "error" else
                 {"kind": self.error_kind, "message": self.reason},
                 "checks": [c.to_json() for c in self.checks], "figures": self.figures,
-                "seconds": round(self.seconds, 2)}
+                "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2)}
 
     @classmethod
     def from_json(cls, d: dict) -> "Report":
@@ -70,6 +71,7 @@ class Report:
                    checks=[Check(**c) for c in d.get("checks", [])], source=d.get("source", ""),
                    function=d.get("function", ""), error_kind=(d.get("error") or {}).get("kind"),
                    figures=d.get("figures", {}), picture=d.get("picture", {}), seconds=d.get("seconds", 0.0),
+                   cpu_seconds=d.get("cpu_seconds", 0.0),
                    output=d.get("output", ""))
 
     @classmethod

@@ -25,6 +25,7 @@ from pathlib import Path
 from explainer.workshop.learner import LearnerCode
 from explainer.workshop.report import Report
 
+SHM_DIR = "/dev/shm"   # = distributed.shm.SHM_DIR (not imported here: it imports torch)
 GRACE = 5.0            # seconds past a learner phase's own budget before the watchdog ends the group
 
 
@@ -85,9 +86,13 @@ PRELOAD = ["torch", "torch.distributed", "explainer.distributed.parallel_state",
            "explainer.workshop.child"]
 
 
+START_METHOD = "forkserver"      # the command line sets "fork": its process is single-threaded, torch imported
+
+
 def _start(work: Path):
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)          # no effect if the server already runs (then torch is loaded)
+    ctx = multiprocessing.get_context(START_METHOD)
+    if START_METHOD == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)      # no effect if the server already runs (then torch is loaded)
     env = {k: v for k, v in os.environ.items() if k.startswith("EXPLAINER_")}
     proc = ctx.Process(target=_entry, args=(str(work), env), name="explainer-workshop-check")
     proc.start()
@@ -119,16 +124,14 @@ def _entry(workdir: str, env: dict) -> None:
 
 
 def _sweep_prefix(prefix: str) -> None:
-    from explainer.distributed import shm
-    if os.path.isdir(shm.SHM_DIR):
-        for name in os.listdir(shm.SHM_DIR):
+    if os.path.isdir(SHM_DIR):
+        for name in os.listdir(SHM_DIR):
             if name.startswith(prefix):
                 with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(shm.SHM_DIR, name))
+                    os.unlink(os.path.join(SHM_DIR, name))
 
 
 def run(exercise: str, code: LearnerCode) -> Report:
-    from explainer.distributed import shm
     work = Path(tempfile.mkdtemp(prefix="explainer-workshop-"))
     (work / "request.json").write_text(json.dumps({"exercise": exercise, "code": code.to_json()}))
     progress, result = work / "progress.jsonl", work / "result.json"
@@ -160,8 +163,10 @@ def run(exercise: str, code: LearnerCode) -> Report:
             if proc.exitcode is None:             # not yet its own group leader: end it by pid
                 proc.kill()
             proc.join()
-            for pid in seen:
-                shm.sweep_segments_of(pid)
+            if os.path.isdir(SHM_DIR) and any(f"-{pid}-" in n for n in os.listdir(SHM_DIR) for pid in seen):
+                from explainer.distributed import shm
+                for pid in seen:
+                    shm.sweep_segments_of(pid)
             _sweep_prefix(f"workshop{proc.pid}n")          # the gate check's SHM group names
     try:
         output = (work / "output.txt").read_text(errors="replace")[-2000:]
