@@ -17,7 +17,7 @@ import torch
 from explainer.sampler import entropy_bound_accept as reference
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase
-from explainer.workshop.report import Check, verdict
+from explainer.workshop.report import Check, LearnerError, verdict
 
 EXERCISE = "accept"
 
@@ -140,6 +140,7 @@ def run(fn, code):
 def _generation_check(fn, code) -> Check:
     """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
     from explainer import sampler
+    from explainer.engine import RankFailure
     want = _generate()
     original = sampler.entropy_bound_accept
     sampler.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,
@@ -147,6 +148,10 @@ def _generation_check(fn, code) -> Check:
     try:
         with learner_phase(f"generating with your {code.function} in the sampler", seconds=30):
             got = _generate()
+    except RankFailure as exc:                     # the engine reports a rank's exception; surface the learner's
+        if isinstance(exc.cause, (LearnerError, learner.LearnerTimeout)):
+            raise exc.cause from None
+        raise
     finally:
         sampler.entropy_bound_accept = original
     if got == want:
