@@ -52,7 +52,6 @@ class EngineConfig:
     max_num_batched_tokens: int = 512         # per step; sizes each rank's persistent receive buffer
     seed: int = 0
     pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
-    sync_fields: tuple[str, ...] | None = None   # state-sync: fields the last rank sends (None: #52015's three)
     attention_backend: str | None = None
     distributed_executor_backend: str = "inprocess"
     warmup: bool = True
@@ -61,6 +60,7 @@ class EngineConfig:
     t_max: float | None = None
     stability_threshold: int | None = None
     confidence_threshold: float | None = None
+    sync_fields: tuple[str, ...] | None = None   # state-sync: fields the last rank sends (None: #52015's three)
 
     def __post_init__(self):
         self._verify_values()
@@ -76,7 +76,6 @@ class EngineConfig:
                 _int_at_least(name, getattr(self, name), 1)
         _int_at_least("seed", self.seed, 0)
         _one_of("pp_mode", self.pp_mode, PP_MODES)
-        self._verify_sync_fields()
         _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
         if self.attention_backend is not None:
             _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
@@ -90,6 +89,7 @@ class EngineConfig:
         if self.confidence_threshold is not None and not (
                 _number(self.confidence_threshold) and self.confidence_threshold > 0):
             raise UsageError(f"confidence_threshold={self.confidence_threshold!r}: must be a number > 0")
+        self._verify_sync_fields()
 
     def _verify_sync_fields(self) -> None:
         """``sync_fields``: any subset of the runner's per-request state fields, state-sync only; sorted."""
