@@ -26,7 +26,7 @@ bench: setup-test
 
 # Re-execute every notebook in place (seeded), so stored outputs match the library.
 notebooks: setup-test
-	$(PY) scripts/execute_notebooks.py notebooks/*.ipynb notebooks/workshop/*.ipynb
+	$(PY) scripts/execute_notebooks.py notebooks/*.ipynb
 
 clean:
 	rm -rf $(VENV) build *.egg-info test-artifacts
