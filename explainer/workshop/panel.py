@@ -62,6 +62,11 @@ def panel_html(report: Report, css: bool = True) -> str:
     if figs:
         body.append('<div class="xp-ws-fig">' + " · ".join(f"{escape(k)}: {escape(_fig(v))}" for k, v in figs.items())
                     + "</div>")
+    if report.output.strip():
+        lines = report.output.rstrip().splitlines()
+        body.append(f'<details class="xp-ws-note"><summary>printed during the check ({len(lines)} line'
+                    f'{"s" * (len(lines) != 1)}, last 2000 characters)</summary><pre>{escape(report.output.rstrip())}'
+                    f'</pre></details>')
     if report.status == "fail":
         body.append(PICTURES.get(report.exercise, lambda r: "")(report))
     return (CSS if css else "") + (f'<div class="xp-ws xp-ws-{report.status}" data-exercise="{escape(report.exercise)}" '

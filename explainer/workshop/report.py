@@ -96,6 +96,9 @@ class Report:
             lines.append(f"  {mark} {c.name:{width}s}  {c.detail}")
         for k, v in self.figures.items():
             lines.append(f"  {k}: {v}")
+        if self.output.strip():
+            lines.append("printed during the check:")
+            lines += ["  | " + line for line in self.output.rstrip().splitlines()[-20:]]
         if self.status != "pass":
             lines.append(("error: " if self.status == "error" else "reason: ") + self.reason)
         return "\n".join(lines)
