@@ -24,16 +24,17 @@ CSS = """<style>
 .xp-ws.xp-ws-pass{border-color:#0072b2;background:#f3f8fc}.xp-ws.xp-ws-fail,.xp-ws.xp-ws-error{border-color:#d55e00;
  background:#fdf5ef}
 .xp-ws .xp-ws-head{font-size:15px;font-weight:700;margin-bottom:4px}
-.xp-ws .xp-ws-pass .xp-ws-mark,.xp-ws .xp-ws-ok{color:#005a8c}.xp-ws .xp-ws-bad{color:#a33f00}
+.xp-ws .xp-ws-ok{color:#005a8c}.xp-ws .xp-ws-bad{color:#a33f00}
 .xp-ws table{border-collapse:collapse;margin:4px 0}
-.xp-ws table td,.xp-ws table th{padding:2px 8px;vertical-align:top;text-align:left}
-.xp-ws table tbody tr:nth-child(odd),.xp-ws table tbody tr:hover{background:transparent}
+.xp-ws .xp-ws-scroll{overflow-x:auto;max-width:100%}
+.xp-ws.xp-ws table td,.xp-ws.xp-ws table th,.xp-ws.xp-ws table tr{padding:2px 8px;vertical-align:top;text-align:left}
+.xp-ws.xp-ws table tbody tr:nth-child(odd),.xp-ws.xp-ws table tbody tr:hover{background:transparent}
 .xp-ws table.xp-ws-checks td.xp-ws-word{font-weight:700;white-space:nowrap}
 .xp-ws table.xp-ws-checks td:nth-child(2){white-space:nowrap}
-.xp-ws table.xp-ws-case td,.xp-ws table.xp-ws-case th,.xp-ws table.xp-ws-runs td,.xp-ws table.xp-ws-runs th{
+.xp-ws.xp-ws table.xp-ws-case td,.xp-ws.xp-ws table.xp-ws-case th,.xp-ws.xp-ws table.xp-ws-runs td,.xp-ws.xp-ws table.xp-ws-runs th{
  border:1px solid #ccc;text-align:center;font-variant-numeric:tabular-nums}
-.xp-ws table.xp-ws-case tr th:first-child{text-align:right}
-.xp-ws td.xp-ws-diff{outline:3px solid #d55e00;font-weight:700;background:#fff}
+.xp-ws.xp-ws table.xp-ws-case tr th:first-child{text-align:right}
+.xp-ws.xp-ws table td.xp-ws-diff{outline:3px solid #d55e00;font-weight:700;background:#fff}
 .xp-ws .xp-ws-fix{margin:6px 0;padding:4px 6px;background:#fff;border-left:4px solid #d55e00}
 .xp-ws .xp-ws-fig{color:#444;font-size:12px}
 .xp-ws .xp-ws-note{color:#444;font-size:12px;margin:4px 0}
@@ -108,7 +109,7 @@ def accept_picture(report: Report) -> str:
     title = (f'<div class="xp-ws-note"><b>case {escape(case["label"])}</b>: entropy {list(h.shape)}, '
              f'bound {case["bound"]:g}; row {row}' + (f" of {h.shape[0]}" if h.shape[0] > 1 else "")
              + (f", positions {show.start}..{show.stop - 1} of {L}" if L > 16 else "") + "</div>")
-    return title + f'<table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table>'
+    return title + f'<div class="xp-ws-scroll"><table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table></div>'
 
 
 def sync_picture(report: Report) -> str:
@@ -141,9 +142,10 @@ def gate_picture(report: Report) -> str:
                         f"</td><td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
                         f"</td><td>{escape(said)}</td><td>{path}</td><td>{escape(outcome)}</td></tr>")
     return ('<div class="xp-ws-note"><b>what each rank saw</b> (real rank processes; the same PP dict '
-            'hidden_states + residual [2, 8, 64] fp32, rank 0 → rank 1)</div><table class="xp-ws-runs"><tr><th>run</th>'
+            'hidden_states + residual [2, 8, 64] fp32, rank 0 → rank 1)</div><div class="xp-ws-scroll">'
+            '<table class="xp-ws-runs"><tr><th>run</th>'
             '<th>rank</th><th>node</th><th>communicator backend</th><th>supports_tensor_dict</th><th>your gate said</th>'
-            '<th>path taken</th><th>outcome</th></tr>' + "".join(rows) + "</table>")
+            '<th>path taken</th><th>outcome</th></tr>' + "".join(rows) + "</table></div>")
 
 
 PICTURES = {"accept": accept_picture, "sync-fields": sync_picture, "tensor-dict-gate": gate_picture}
