@@ -80,6 +80,7 @@ class EngineConfig:
     t_max: float | None = None
     stability_threshold: int | None = None
     confidence_threshold: float | None = None
+    sync_fields: tuple[str, ...] | None = None   # state-sync: fields the last rank sends (None: #52015's three)
 
     def __post_init__(self):
         self._verify_values()
@@ -112,6 +113,25 @@ class EngineConfig:
         if self.confidence_threshold is not None and not (
                 _number(self.confidence_threshold) and self.confidence_threshold > 0):
             raise UsageError(f"confidence_threshold={self.confidence_threshold!r}: must be a number > 0")
+        self._verify_sync_fields()
+
+    def _verify_sync_fields(self) -> None:
+        """``sync_fields``: any subset of the runner's per-request state fields, state-sync only; sorted."""
+        from explainer.pp_utils import STATE_SYNC_FIELDS
+        from explainer.runner import request_state_fields
+        if self.sync_fields is None:
+            self.sync_fields = STATE_SYNC_FIELDS if self.pp_mode == "state-sync" else ()
+            return
+        if self.pp_mode != "state-sync":
+            raise UsageError(f"sync_fields={self.sync_fields!r} needs pp_mode='state-sync' (got {self.pp_mode!r})")
+        valid = request_state_fields()
+        if isinstance(self.sync_fields, str) or not all(isinstance(f, str) for f in self.sync_fields):
+            raise UsageError(f"sync_fields={self.sync_fields!r}: accepted is a collection of field names from "
+                             f"{', '.join(valid)}")
+        unknown = sorted(set(self.sync_fields) - set(valid))
+        if unknown:
+            raise UsageError(f"unknown state field(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(valid)}")
+        self.sync_fields = tuple(sorted(set(self.sync_fields)))
 
     # 2. the model-specific hook (runs before the PP check, as in VllmConfig.__post_init__)
     def _verify_and_update_model_config(self) -> None:

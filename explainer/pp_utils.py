@@ -13,8 +13,10 @@ mask and no draft ids; the later #42187 handler has both). Generic modes send wh
 
 Receivers pre-allocate both. Mode ``state-sync`` (open vLLM PR #52015) also broadcasts what every rank
 reads: ``draft_tokens`` [num_reqs, CL] int64 and ``is_encoder_phase`` [num_reqs] bool, and sends
-``self_conditioning_embeds`` [num_reqs, CL, H] fp32 to the first rank. Every transfer is traced with
-its bytes (on the sender's event).
+``self_conditioning_embeds`` [num_reqs, CL, H] fp32 to the first rank. ``EngineConfig.sync_fields``
+picks any other subset of the per-request state fields (``runner.request_state_fields()``; the workshop's
+``sync-fields`` exercise): ``send_state``/``recv_state`` broadcast each chosen field, except those only the
+first rank reads, which go point to point to it. Every transfer is traced with its bytes (on the sender's event).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from explainer.trace import Trace, Transfer
 
 STATE_SYNC_FIELDS = ("draft_tokens", "is_encoder_phase", "self_conditioning_embeds")
+FIRST_RANK_ONLY = ("self_conditioning_embeds",)     # read by prepare_inputs (embed + SC) on the first rank only
 
 
 def _transfer(sender: int, receiver: int, name: str, t: torch.Tensor, op: str) -> Transfer:
@@ -62,36 +65,56 @@ class PPHandler:
     # ---- back-channel ------------------------------------------------------------------------
     def broadcast(self, sampled_token_ids: torch.Tensor, num_sampled: torch.Tensor, num_rejected: torch.Tensor,
                   synced: dict[str, torch.Tensor] | None = None) -> None:
-        """Last rank. ``synced``: the state-sync fields for this batch (ignored in generic modes)."""
+        """Last rank. ``synced``: the state-sync fields for this batch (None or empty in generic modes)."""
         assert sampled_token_ids.dtype == torch.int64
         n, width = sampled_token_ids.shape
         padded = torch.zeros(n, self.num_spec + 1, dtype=torch.int64)     # pad to max_sample_len
         padded[:, :width] = sampled_token_ids
         counts = torch.stack([num_sampled, num_rejected]).to(torch.int32)
         tensors = {"sampled_token_ids": padded, "num_sampled_num_rejected": counts}
-        if self.mode == "state-sync":
-            tensors["draft_tokens"] = synced["draft_tokens"].to(torch.int64).contiguous()
-            tensors["is_encoder_phase"] = synced["is_encoder_phase"].to(torch.bool).contiguous()
         transfers = []
         for name, tensor in tensors.items():
             self.group.broadcast(tensor, src=self.last)
             transfers += [_transfer(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
-        if self.mode == "state-sync":
-            sc = synced["self_conditioning_embeds"].contiguous()
-            self.group.send_tensor_dict({"self_conditioning_embeds": sc}, dst=0)
-            transfers.append(_transfer(self.last, 0, "self_conditioning_embeds", sc, "send"))
+        if synced:
+            transfers += self.send_state(synced)
         self.trace.record(self.rank, "broadcast", f"back-channel ({self.mode}) -> ranks 0..{self.last - 1}",
                           transfers=transfers)
 
-    def receive(self, num_reqs: int) -> dict[str, torch.Tensor]:
-        """Non-last rank: pre-allocate, then take the last rank's back-channel tensors."""
+    def receive(self, num_reqs: int, like: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """Non-last rank: pre-allocate, then take the last rank's back-channel tensors. ``like``: this rank's
+        own copy of the state-sync fields (dtype and shape to pre-allocate), None in generic modes."""
         out = {"sampled_token_ids": torch.empty(num_reqs, self.num_spec + 1, dtype=torch.int64),
                "num_sampled_num_rejected": torch.empty(2, num_reqs, dtype=torch.int32)}
-        if self.mode == "state-sync":
-            out["draft_tokens"] = torch.empty(num_reqs, self.num_spec, dtype=torch.int64)
-            out["is_encoder_phase"] = torch.empty(num_reqs, dtype=torch.bool)
         for tensor in out.values():
             self.group.broadcast(tensor, src=self.last)
-        if self.mode == "state-sync" and self.rank == 0:
+        if like:
+            out.update(self.recv_state(like))
+        return out
+
+    # ---- state sync (#52015): any subset of the per-request state fields ------------------------------
+    def send_state(self, synced: dict[str, torch.Tensor]) -> list[Transfer]:
+        """Last rank: broadcast each field in order; fields only the first rank reads go to it as one dict."""
+        transfers, to_first = [], {}
+        for name, tensor in synced.items():
+            tensor = tensor.contiguous()
+            if name in FIRST_RANK_ONLY:
+                to_first[name] = tensor
+                continue
+            self.group.broadcast(tensor, src=self.last)
+            transfers += [_transfer(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
+        if to_first:
+            self.group.send_tensor_dict(to_first, dst=0)
+            transfers += [_transfer(self.last, 0, k, v, "send") for k, v in to_first.items()]
+        return transfers
+
+    def recv_state(self, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Non-last rank: the mirror of ``send_state`` (the first rank also takes the point-to-point dict)."""
+        out = {}
+        for name, mine in like.items():
+            if name not in FIRST_RANK_ONLY:
+                out[name] = self.group.broadcast(torch.empty_like(mine, memory_format=torch.contiguous_format),
+                                                 src=self.last)
+        if self.rank == 0 and any(name in FIRST_RANK_ONLY for name in like):
             out.update(self.group.recv_tensor_dict(src=self.last))
         return out

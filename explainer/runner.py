@@ -72,6 +72,16 @@ class ModelRunnerOutput:
 
 
 # ---- per-rank state -------------------------------------------------------------------------------
+def _tensors_of(*states) -> dict[str, torch.Tensor]:
+    return {k: v for st in states for k, v in vars(st).items() if isinstance(v, torch.Tensor)}
+
+
+def request_state_fields() -> tuple[str, ...]:
+    """The per-request state fields every rank holds (``RequestState`` + ``DiffusionGemmaRequestStates``
+    tensors), sorted: the names state sync accepts (``EngineConfig.sync_fields``)."""
+    return tuple(sorted(_tensors_of(RequestState(1, 1), DiffusionGemmaRequestStates(1, 1, 1, 0))))
+
+
 class RequestState:
     """MRV2 ``RequestState``: slot-indexed bookkeeping (one copy per rank)."""
 
@@ -376,15 +386,11 @@ class ModelRunner:
                                     "sampled_dtype": str(sampled.dtype).removeprefix("torch.")})
             if self.pp.enabled:
                 self.phase = "broadcast"
-                st = self.model_state.req_states
-                self.pp.broadcast(sampled, num_sampled, num_rejected, synced={
-                    "draft_tokens": self.req_states.draft_tokens[batch.slots],
-                    "is_encoder_phase": st.is_encoder_phase[batch.slots],
-                    "self_conditioning_embeds": st.self_conditioning_embeds[batch.slots]})
+                self.pp.broadcast(sampled, num_sampled, num_rejected, synced=self._synced_state(batch))
             self._post_update(batch, sampled, num_sampled, num_rejected)
         else:
             self.phase = "receive"
-            got = self.pp.receive(len(batch.slots))
+            got = self.pp.receive(len(batch.slots), like=self._synced_state(batch))
             sampled, (num_sampled, num_rejected) = got["sampled_token_ids"], got["num_sampled_num_rejected"]
             if self.config.pp_mode == "state-sync":
                 self._apply_synced_state(batch, got)
@@ -396,13 +402,23 @@ class ModelRunner:
             [int(n) for n in num_rejected],
             {rid: self.req_states.draft_tokens[s].tolist() for rid, s in zip(batch.req_ids, batch.slots)})
 
+    def _synced_state(self, batch: InputBatch) -> dict[str, torch.Tensor] | None:
+        """state-sync: this rank's copy of each ``config.sync_fields`` field for the batch's slots."""
+        if self.config.pp_mode != "state-sync":
+            return None
+        fields = self.state_tensors()
+        return {name: fields[name][batch.slots] for name in self.config.sync_fields}
+
     def _apply_synced_state(self, batch: InputBatch, got: dict) -> None:
-        """state-sync (#52015): overwrite this rank's copy of what it reads with the owner's values."""
-        st = self.model_state.req_states
-        self.req_states.draft_tokens[batch.slots] = got["draft_tokens"]
-        st.is_encoder_phase[batch.slots] = got["is_encoder_phase"]
-        if "self_conditioning_embeds" in got:                     # first rank only
-            st.self_conditioning_embeds[batch.slots] = got["self_conditioning_embeds"]
+        """state-sync (#52015): overwrite this rank's copy of each synced field with the owner's values."""
+        fields = self.state_tensors()
+        for name in self.config.sync_fields:
+            if name in got:                                       # first-rank-only fields reach rank 0 only
+                fields[name][batch.slots] = got[name]
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Every per-request state tensor this rank holds, slot-indexed, by field name."""
+        return _tensors_of(self.req_states, self.model_state.req_states)
 
     def _post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected) -> None:
         """num_computed_tokens -= num_rejected (denoise rolls back; KV truncated); append sampled."""

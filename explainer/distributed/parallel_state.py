@@ -12,6 +12,7 @@ more than one rank. ``send_tensor_dict``/``recv_tensor_dict`` take one of two pa
 The flag is computed by one of two gates, chosen by name:
 ``"pre-40150"``  -> ``is_cpu() and hasattr(torch.ops._C, "init_shm_manager")`` (a build property);
 ``"post-40150"`` -> ``is_cpu() and device_communicator and getattr(device_communicator, "supports_tensor_dict", False)``.
+``gate_fn=f`` replaces both with ``f(device_communicator) -> bool`` (the workshop's ``tensor-dict-gate``).
 
 Metadata encoding: vLLM pickles the metadata list. This toy encodes it as tagged JSON instead, so a
 peer can never make the receiver execute code; non-tensor values must be JSON-like (None, bool, int,
@@ -130,7 +131,7 @@ class GroupCoordinator:
     def __init__(self, group_ranks: list[list[int]], local_rank: int = 0,
                  torch_distributed_backend: str = "gloo", use_device_communicator: bool = True,
                  group_name: str | None = None, *, gate: str | None = None,
-                 config: CommConfig | None = None):
+                 config: CommConfig | None = None, gate_fn=None):
         config = config or CommConfig()
         if gate is not None:
             config = dataclasses.replace(config, gate=gate)
@@ -158,11 +159,14 @@ class GroupCoordinator:
         if use_device_communicator and self.world_size > 1:
             self.device_communicator = CpuCommunicator(self.cpu_group, self.device, self.device_group,
                                                        self.unique_name, config=self.config)
+        self.gate_fn = gate_fn                            # a caller's own gate (the workshop's exercise)
         self.gate_inputs, self.use_cpu_custom_send_recv = self._gate()
 
     def _gate(self) -> tuple[dict, bool]:
         is_cpu = True                                     # current_platform.is_cpu()
         comm = self.device_communicator
+        if self.gate_fn is not None:                      # use_cpu_custom_send_recv(device_communicator) -> bool
+            return {"gate_fn": getattr(self.gate_fn, "__name__", "gate_fn")}, bool(self.gate_fn(comm))
         if self.gate == "pre-40150":
             built = bool(self.config.shm_ops_built)       # hasattr(torch.ops._C, "init_shm_manager")
             return {"is_cpu": is_cpu, "shm_ops_built": built}, is_cpu and built

@@ -1,0 +1,160 @@
+"""Checker ``accept``: the learner's ``entropy_bound_accept(entropy, bound)`` against the library's rule
+(``explainer.sampler.entropy_bound_accept``, token for token equal to transformers' ``EntropyBoundSampler``):
+
+    per row of entropy [B, L]: sort ascending; accept position k when (sum of the sorted entropies before
+    k) <= bound, i.e. the longest ascending prefix whose sum minus its largest entry stays <= bound.
+
+Cases, grouped into named checks: distinct values, ties, all-equal rows, bound 0, exactly at the bound,
+large bounds, batch > 1, random tensors, and the entropies of a real generation (then the whole
+generation with the learner's rule must equal the library's, token for token). Every case compares the
+bool mask; the first differing case of each group is kept for the report and the panel's case table.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from explainer.sampler import entropy_bound_accept as reference
+from explainer.workshop import learner
+from explainer.workshop.progress import learner_phase
+from explainer.workshop.report import Check, LearnerError, verdict
+
+EXERCISE = "accept"
+
+
+def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
+    """(group, label, entropy [B, L] float32, bound): deterministic (seeded)."""
+    g = torch.Generator().manual_seed(1234)
+    t = lambda rows: torch.tensor(rows, dtype=torch.float32)          # noqa: E731
+    cases = [
+        ("distinct values", "one row, three accepted", t([[0.5, 0.05, 0.3, 0.02, 0.9]]), 0.1),
+        ("distinct values", "one row, one accepted", t([[0.7, 0.4, 0.9, 0.6]]), 0.1),
+        ("distinct values", "one position", t([[2.5]]), 0.1),
+        ("ties", "tied low entropies", t([[0.2, 0.05, 0.05, 0.3, 0.05]]), 0.1),
+        ("ties", "tie at the cut", t([[0.25, 0.5, 0.25, 0.125, 0.25]]), 0.4),
+        ("all-equal rows", "all 0.3", t([[0.3] * 6]), 0.5),
+        ("all-equal rows", "all zero", t([[0.0] * 6]), 0.1),
+        ("bound 0", "bound 0, distinct", t([[0.4, 0.1, 0.3]]), 0.0),
+        ("bound 0", "bound 0, zeros first", t([[0.0, 0.7, 0.0, 0.2]]), 0.0),
+        ("exactly at the bound", "prefix sum == bound", t([[0.25, 0.25, 0.5, 1.0]]), 0.5),
+        ("exactly at the bound", "prefix sum just above", t([[0.25, 0.25, 0.5, 1.0]]), 0.499),
+        ("large bounds", "bound 1e9", t([[3.0, 1.0, 2.0, 0.5]]), 1e9),
+        ("large bounds", "bound = total", t([[0.5, 0.25, 0.125, 0.125]]), 1.0),
+        ("batch > 1", "3 rows, different cuts", t([[0.5, 0.05, 0.3, 0.02], [0.01, 0.02, 0.03, 0.04],
+                                                   [0.9, 0.8, 0.7, 0.6]]), 0.1),
+        ("batch > 1", "2 rows of 8", torch.rand(2, 8, generator=g) * 0.2, 0.15),
+    ]
+    for i in range(40):                                       # random shapes and scales
+        B, L = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 33, (1,), generator=g))
+        scale = [0.05, 0.5, 3.0][i % 3]
+        h = torch.rand(B, L, generator=g) * scale
+        if i % 4 == 0:
+            h = torch.round(h * 8) / 8                        # dyadic values: ties and exact sums
+        bound = float(torch.rand(1, generator=g)) * float(h.sum(-1).max()) * 0.6
+        cases.append(("random", f"random #{i + 1} [{B}, {L}]", h, round(bound, 6)))
+    return cases
+
+
+def _real_entropies(max_cases: int = 6):
+    """Entropy tensors [1, 8] of a real PP=1 generation of the shipped model (prompt 451, seed 0)."""
+    from explainer import sampler
+    seen = []
+    original = sampler.entropy_bound_accept
+
+    def spy(entropy, bound):
+        if len(seen) < max_cases:
+            seen.append((entropy.clone(), float(bound)))
+        return original(entropy, bound)
+    sampler.entropy_bound_accept = spy
+    try:
+        _generate()
+    finally:
+        sampler.entropy_bound_accept = original
+    return seen
+
+
+def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
+    from explainer import task
+    from explainer.engine import LLMEngine
+    from explainer.trace import Trace
+    engine = LLMEngine.from_engine_args(Trace(enabled=False), seed=seed)
+    outs = engine.generate([task.encode(p) for p in prompts], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH,
+                           seeds=[seed + i for i in range(len(prompts))])
+    return [task.decode(o.output_token_ids) for o in outs]
+
+
+def _compare(fn, code, label: str, h: torch.Tensor, bound: float) -> tuple[str | None, dict]:
+    """None if equal; else the reason and the case for the table."""
+    want = reference(h, bound)
+    given = h.clone()
+    got = learner.call(fn, given, bound, filename=code.filename,
+                       what=f"{code.function}(entropy {list(h.shape)}, bound={bound:g}) [case {label!r}]")
+    case = {"label": label, "entropy": h.tolist(), "bound": bound, "expected": want.tolist(), "got": None}
+    if not torch.equal(given, h):
+        return "changed its input `entropy` in place (sort into a new tensor instead)", case
+    if not isinstance(got, torch.Tensor):
+        return f"returned a {type(got).__name__}; expected a bool tensor of shape {list(h.shape)}", case
+    if got.dtype != torch.bool:
+        return (f"returned dtype {str(got.dtype).removeprefix('torch.')}; expected bool "
+                f"(the sampler uses it in torch.where)"), case
+    if got.shape != h.shape:
+        return f"returned shape {list(got.shape)}; expected {list(h.shape)} (one flag per position)", case
+    case["got"] = got.tolist()
+    if torch.equal(got, want):
+        return None, case
+    row, col = [int(x) for x in (got != want).nonzero()[0]]
+    w = bool(want[row, col])
+    return (f"row {row}, position {col} (entropy {float(h[row, col]):.4g}, bound {bound:g}): expected "
+            f"{'accepted' if w else 'rejected'}, got {'rejected' if w else 'accepted'}"), {**case, "row": row,
+                                                                                         "col": col}
+
+
+def run(fn, code):
+    checks, picture, groups = [], {}, {}
+    for group, label, h, bound in _cases():
+        groups.setdefault(group, []).append((label, h, bound))
+    real = [(f"real step {i + 1}", h, b) for i, (h, b) in enumerate(_real_entropies())]
+    groups["real entropies (prompt 451)"] = real
+    total = 0
+    for group, cases in groups.items():
+        failure = None
+        for label, h, bound in cases:
+            total += 1
+            with learner_phase(f"calling {code.function} on case {label!r}"):
+                why, case = _compare(fn, code, label, h, bound)
+            if why:
+                failure = (label, why, case)
+                break
+        if failure:
+            label, why, case = failure
+            checks.append(Check(group, False, f"case {label!r}: {why}"))
+            picture.setdefault("case", case)
+            picture["case"].setdefault("reason", why)
+        else:
+            checks.append(Check(group, True, f"{len(cases)} case{'s' * (len(cases) != 1)} equal"))
+    if all(c.passed for c in checks):
+        checks.append(_generation_check(fn, code))
+    return verdict(EXERCISE, checks, figures={"cases": total}, picture=picture)
+
+
+def _generation_check(fn, code) -> Check:
+    """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
+    from explainer import sampler
+    from explainer.engine import RankFailure
+    want = _generate()
+    original = sampler.entropy_bound_accept
+    sampler.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,
+                                                             what=f"{code.function} inside the sampler")
+    try:
+        with learner_phase(f"generating with your {code.function} in the sampler", seconds=30):
+            got = _generate()
+    except RankFailure as exc:                     # the engine reports a rank's exception; surface the learner's
+        if isinstance(exc.cause, (LearnerError, learner.LearnerTimeout)):
+            raise exc.cause from None
+        raise
+    finally:
+        sampler.entropy_bound_accept = original
+    if got == want:
+        return Check("whole generation", True, f"3 prompts spelled as with the library's rule: {got[0]!r}, ...")
+    i = next(k for k in range(len(want)) if got[k] != want[k])
+    return Check("whole generation", False, f"prompt {['451', '907', '118'][i]!r}: {got[i]!r}, expected {want[i]!r}")

@@ -1,0 +1,142 @@
+"""Checker ``sync-fields``: the learner's ``fields_to_sync() -> set[str]`` runs the real PP=2 engine.
+
+The pre-#45828 model at PP=2 in ``state-sync`` mode syncs exactly the chosen fields
+(``EngineConfig.sync_fields``) each step, on held-out prompts with their own seeds, batched as one engine
+would serve them, next to PP=1 on the same prompts and seeds. Pass when no rank ever reads a state field
+whose value differs from the owner's (the last rank, where the sampler writes it: ``Trace.divergences``)
+and every prompt's tokens equal PP=1's. Reported too: the synced bytes per request per step and whether
+the set is minimal (each chosen field removed in turn: does the check still pass?).
+"""
+
+from __future__ import annotations
+
+from explainer import task
+from explainer.engine import LLMEngine
+from explainer.pp_scenarios import PRE_FIX_MODEL
+from explainer.runner import request_state_fields
+from explainer.trace import Trace
+from explainer.workshop import learner
+from explainer.workshop.progress import learner_phase
+from explainer.workshop.report import Check, LearnerError, verdict
+
+EXERCISE = "sync-fields"
+SEED = 1000                                             # request i uses SEED + i (not the notebooks' seed 0)
+
+
+def prompts() -> list[str]:
+    """Five held-out numbers (never trained on), spread over the range."""
+    held = task.held_out_numbers()
+    return [str(held[i]) for i in (3, 27, 51, 75, 99)]
+
+
+def _engine_run(fields, pp: int, texts: list[str], trace: Trace | None = None):
+    trace = trace if trace is not None else Trace()
+    kw = dict(pipeline_parallel_size=2, pp_mode="state-sync", sync_fields=tuple(fields)) if pp == 2 else {}
+    engine = LLMEngine.from_engine_args(trace, model=PRE_FIX_MODEL, **kw)
+    outs = engine.generate([task.encode(p) for p in texts], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH,
+                           seeds=[SEED + i for i in range(len(texts))])
+    return [o.output_token_ids for o in outs], trace
+
+
+def evaluate(fields, texts: list[str], reference: list[list[int]]) -> dict:
+    """One PP=2 run syncing ``fields``: the first divergence, the first prompt whose tokens differ, bytes."""
+    ids, trace = _engine_run(fields, 2, texts)
+    div = trace.first_divergence()
+    wrong = [i for i in range(len(texts)) if ids[i] != reference[i]]
+    per_req = {}
+    for e in trace.select(phase="broadcast"):
+        for t in e.transfers:
+            if t.name in fields and t.shape:
+                per_req[t.name] = t.bytes // t.shape[0]
+    return {"ids": ids, "trace": trace, "divergence": div, "wrong": wrong, "bytes": per_req,
+            "ok": div is None and not wrong}
+
+
+def still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
+    """The minimality probe: step the PP=2 engine and stop at the first stale read (most removals are
+    caught within a few steps; a stale ``draft_tokens`` would otherwise run every canvas to 48 steps)."""
+    trace = Trace()
+    engine = LLMEngine.from_engine_args(trace, model=PRE_FIX_MODEL, pipeline_parallel_size=2, pp_mode="state-sync",
+                                        sync_fields=tuple(fields))
+    ids = [engine.add_request(task.encode(p), task.MAX_CANVASES * task.CANVAS_LENGTH, seed=SEED + i)
+           for i, p in enumerate(texts)]
+    done = {}
+    while engine.scheduler.has_unfinished_requests():
+        done.update({o.req_id: o.output_token_ids for o in engine.step()})
+        if trace.first_divergence() is not None:
+            return False
+    return [done[i] for i in ids] == reference
+
+
+def _fields(fn, code) -> list[str]:
+    with learner_phase(f"calling {code.function}()"):
+        got = learner.call(fn, filename=code.filename, what=f"{code.function}()")
+    valid = request_state_fields()
+    if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
+        raise LearnerError("bad-value", f"{code.function}() returned {got!r} ({type(got).__name__}); expected a "
+                                        f"set of field names, e.g. {{'canvas'}}; valid names: {', '.join(valid)}")
+    got = list(got)
+    bad = [f for f in got if not isinstance(f, str) or f not in valid]
+    if bad:
+        raise LearnerError("unknown-field", f"{code.function}() returned unknown field name(s) "
+                                            f"{', '.join(map(repr, bad))}; valid names: {', '.join(valid)}")
+    return sorted(set(got))
+
+
+def run(fn, code):
+    fields = _fields(fn, code)
+    texts = prompts()
+    ref_ids, ref_trace = _engine_run((), 1, texts)
+    res = evaluate(fields, texts, ref_ids)
+    checks, picture, figures = [], {}, {"fields": fields, "prompts": texts}
+    div = res["divergence"]
+    if div:
+        p = int(div["request"].split("-")[-1])
+        checks.append(Check("no stale reads", False, (
+            f"prompt {texts[p]!r} (seed {SEED + p}), engine step {div['step']}: rank {div['rank']} reads "
+            f"{', '.join(div['fields'])} that differ from rank 1's (the owner)"
+            + _missing_hint(div["fields"], fields))))
+        picture.update(_picture(fields, texts[p], SEED + p))
+    else:
+        checks.append(Check("no stale reads", True, f"no rank read a field that differs from the owner's "
+                                                    f"({len(texts)} prompts)"))
+    if res["wrong"]:
+        i = res["wrong"][0]
+        got, want = task.decode(res["ids"][i]), task.decode(ref_ids[i])
+        checks.append(Check("equal to PP=1", False, f"prompt {texts[i]!r} (seed {SEED + i}): PP=2 wrote {got!r}, "
+                                                    f"PP=1 {want!r}" + (f" ({len(res['wrong'])} of {len(texts)} "
+                                                                       f"prompts differ)" if len(res['wrong']) > 1 else "")))
+    else:
+        checks.append(Check("equal to PP=1", True, f"{len(texts)} prompts token for token"))
+    figures["synced bytes per request per step"] = sum(res["bytes"].values())
+    figures["bytes per field"] = res["bytes"]
+    if res["ok"]:
+        needless = [f for f in fields if still_passes([x for x in fields if x != f], texts, ref_ids)]
+        checks.append(Check("minimal", not needless, "yes: dropping any field breaks it" if not needless else
+                            f"no: the check also passes without {', '.join(needless)} "
+                            f"({sum(res['bytes'].get(f, 0) for f in needless)} bytes per request per step "
+                            f"no rank needs)", required=False))
+        figures["minimal"] = not needless
+    return verdict(EXERCISE, checks, figures=figures, picture=picture)
+
+
+def _missing_hint(diverged: list[str], fields: list[str]) -> str:
+    missing = [f for f in diverged if f not in fields]
+    return f"; not synced: {', '.join(missing)}" if missing else ""
+
+
+def _picture(fields, prompt: str, seed: int) -> dict:
+    """A one-prompt run (same seed) for the panel: the rank views at its first divergence, next to PP=1."""
+    trace = Trace(meta={"scenario": "sync-fields check", "prompt": prompt})
+    ids, trace = _run_one(fields, 2, prompt, seed, trace)
+    ref_ids, ref = _run_one((), 1, prompt, seed, Trace(meta={"prompt": prompt}))
+    div = trace.first_divergence()
+    return {"trace": trace.to_json(), "reference": ref.to_json(), "event": div["event"] if div else None,
+            "prompt": prompt, "seed": seed, "text": task.decode(ids), "pp1_text": task.decode(ref_ids)}
+
+
+def _run_one(fields, pp, prompt, seed, trace):
+    kw = dict(pipeline_parallel_size=2, pp_mode="state-sync", sync_fields=tuple(fields)) if pp == 2 else {}
+    engine = LLMEngine.from_engine_args(trace, model=PRE_FIX_MODEL, **kw)
+    out = engine.generate([task.encode(prompt)], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH, seeds=[seed])[0]
+    return out.output_token_ids, trace

@@ -1,0 +1,33 @@
+"""What the check process is doing now, for the parent's watchdog (``sandbox.py``): one JSON line per phase
+({t, phase, learner, budget}) appended to the file ``start(path)`` names. A ``learner`` phase runs the
+learner's code and may last ``budget`` seconds before the watchdog ends the check."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+_PATH: list[str] = []
+
+
+def start(path: str) -> None:
+    _PATH[:] = [path]
+
+
+def phase(name: str, learner_code: bool = False, seconds: float | None = None) -> None:
+    if not _PATH:
+        return
+    from explainer.workshop.learner import budget
+    with open(_PATH[0], "a") as f:
+        f.write(json.dumps({"t": time.time(), "phase": name, "learner": learner_code,
+                            "budget": seconds if seconds is not None else budget()}) + "\n")
+
+
+@contextlib.contextmanager
+def learner_phase(name: str, seconds: float | None = None):
+    phase(name, True, seconds)
+    try:
+        yield
+    finally:
+        phase(f"after {name}")
