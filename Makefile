@@ -43,8 +43,8 @@ bench: setup-test
 
 # Re-execute every notebook in place (seeded), so stored outputs match the library; then trust them again.
 notebooks: setup-test
-	$(PY) scripts/execute_notebooks.py notebooks/*.ipynb
-	$(VENV)/bin/jupyter trust notebooks/*.ipynb
+	$(PY) scripts/execute_notebooks.py notebooks/*.ipynb notebooks/workshop/*.ipynb
+	$(VENV)/bin/jupyter trust notebooks/*.ipynb notebooks/workshop/*.ipynb
 
 # The static site (docs/) from the notebooks' stored outputs, never re-executed; warnings are errors.
 DOCS_OUT ?= build/docs

@@ -124,6 +124,10 @@ class EngineConfig:
             return
         if self.pp_mode != "state-sync":
             raise UsageError(f"sync_fields={self.sync_fields!r} needs pp_mode='state-sync' (got {self.pp_mode!r})")
+        if self.pp_schedule == "async" and set(self.sync_fields) != set(STATE_SYNC_FIELDS):
+            # the async back-channel (pp_async.py) carries #52015's three fields; a subset is a sync-schedule knob
+            raise UsageError(f"sync_fields={self.sync_fields!r} needs pp_schedule='sync'; the async schedule syncs "
+                             f"{', '.join(STATE_SYNC_FIELDS)}")
         valid = request_state_fields()
         if isinstance(self.sync_fields, str) or not all(isinstance(f, str) for f in self.sync_fields):
             raise UsageError(f"sync_fields={self.sync_fields!r}: accepted is a collection of field names from "

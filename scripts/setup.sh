@@ -213,8 +213,8 @@ EOF
 done_phase "JupyterLab settings: no news pop-up, widget state saved with the notebook ($settings/overrides.json)"
 
 phase trust
-run_logged "$VENV/bin/jupyter" trust notebooks/*.ipynb || explain_failure "jupyter trust"
-done_phase "$(ls notebooks/*.ipynb | wc -l) notebooks trusted (signatures in $venv_abs/share/jupyter/explainer-trust)"
+run_logged "$VENV/bin/jupyter" trust notebooks/*.ipynb notebooks/workshop/*.ipynb || explain_failure "jupyter trust"
+done_phase "$(ls notebooks/*.ipynb notebooks/workshop/*.ipynb | wc -l) notebooks trusted (signatures in $venv_abs/share/jupyter/explainer-trust)"
 
 # --- test only: the widget html-manager and require.js for the static-HTML export test, from npm ----
 js=$VENV/share/explainer-js

@@ -74,3 +74,13 @@ def test_processes_backend_syncs_the_same_subset():
     assert ids_a == ids_b
     assert tr_a.first_divergence()["step"] == tr_b.first_divergence()["step"]
     assert tr_a.bytes_per_step() == tr_b.bytes_per_step()
+
+
+def test_a_subset_on_the_async_schedule_is_refused_naming_the_schedule():
+    # the async back-channel carries #52015's three fields only: a subset there would silently be ignored
+    with pytest.raises(UsageError, match="pp_schedule='sync'"):
+        EngineConfig(model=PRE, pipeline_parallel_size=2, pp_mode="state-sync", pp_schedule="async",
+                     sync_fields=("draft_tokens",))
+    cfg = EngineConfig(model=PRE, pipeline_parallel_size=2, pp_mode="state-sync", pp_schedule="async",
+                       sync_fields=tuple(reversed(STATE_SYNC_FIELDS)))
+    assert set(cfg.sync_fields) == set(STATE_SYNC_FIELDS)

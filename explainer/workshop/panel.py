@@ -98,7 +98,8 @@ def accept_picture(report: Report) -> str:
 
     def cells(values, diff=lambda j: False):
         return "".join(f'<td class="{"xp-ws-diff" if diff(j) else ""}">{values(j)}</td>' for j in show)
-    differs = (lambda j: got is not None and got[j] != exp[j])
+    def differs(j):
+        return got is not None and got[j] != exp[j]
     rows = [f"<tr><th>position</th>{cells(lambda j: j)}</tr>",
             f"<tr><th>entropy</th>{cells(lambda j: f'{float(h[row, j]):.4g}')}</tr>",
             f"<tr><th>place in ascending order</th>{cells(lambda j: int(place[j]))}</tr>",
@@ -121,8 +122,8 @@ def sync_picture(report: Report) -> str:
     trace, ref = Trace.from_json(pic["trace"]), Trace.from_json(pic["reference"])
     note = (f"prompt {pic['prompt']!r} (seed {pic['seed']}) alone: PP=2 with your fields writes {pic['text']!r}, "
             f"PP=1 {pic['pp1_text']!r}")
-    return (f'<div class="xp-ws-note"><b>the first divergence</b>: every rank\'s view of the state at the event '
-            f'where a rank first reads a field that differs from the owner\'s</div>'
+    return ('<div class="xp-ws-note"><b>the first divergence</b>: every rank\'s view of the state at the event '
+            'where a rank first reads a field that differs from the owner\'s</div>'
             + rank_views_html(trace, pic["event"], reference=ref, note=note))
 
 
