@@ -35,12 +35,14 @@ PRE_FIX_MODEL = f"{DEFAULT_MODEL}@pre-45828"
 
 def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "generic",
              prompt: str = DEMO_PROMPT, seed: int = DEMO_SEED, pp_schedule: str = "sync",
-             gate: str | None = None) -> ScenarioResult:
+             gate: str | None = None, sync_fields: tuple[str, ...] | None = None) -> ScenarioResult:
     """Start an engine and generate ``prompt``; classify what happened (without comparing to PP=1)."""
     trace = Trace(meta={"scenario": name, "prompt": prompt, "model": model, "pp_size": pp, "pp_mode": mode,
                         "backend": backend, "pp_schedule": pp_schedule})
     res = ScenarioResult(scenario=name, pp_size=pp, backend=backend, outcome="ok", trace=trace)
     gate_arg = {} if gate is None else {"comm_gate": gate}
+    if sync_fields is not None:                        # state-sync: exactly these fields (EngineConfig.sync_fields)
+        gate_arg["sync_fields"] = tuple(sync_fields)
     engine = None
     try:
         engine = LLMEngine.from_engine_args(trace, model=model, pipeline_parallel_size=pp, pp_mode=mode,

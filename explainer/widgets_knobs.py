@@ -106,9 +106,11 @@ class SamplerKnobs:
 
 
 # ---- notebook 2 --------------------------------------------------------------------------------------
-def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3) -> dict:
+def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
+           sync_fields: tuple[str, ...] | None = None) -> dict:
     """A real engine run of one prompt at ``pp``/``mode`` next to PP=1, plus exact match on ``held_out``
-    held-out prompts in the same configuration. The pre-#45828 model, since the post-fix one rejects PP > 1."""
+    held-out prompts in the same configuration. The pre-#45828 model, since the post-fix one rejects PP > 1.
+    ``sync_fields`` (state-sync only): exactly which per-request state fields the last rank sends."""
     import contextlib
     import io
 
@@ -118,11 +120,13 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3)
     from explainer.registry import DEFAULT_MODEL
 
     model = PRE_FIX_MODEL if pp > 1 else DEFAULT_MODEL
-    res = run_demo(f"knob-pp{pp}-{mode}", "inprocess", model=model, pp=pp, mode=mode, prompt=str(number), seed=seed)
+    fields = tuple(sync_fields) if (sync_fields is not None and mode == "state-sync" and pp > 1) else None
+    res = run_demo(f"knob-pp{pp}-{mode}", "inprocess", model=model, pp=pp, mode=mode, prompt=str(number), seed=seed,
+                   sync_fields=fields)
     ref = run_demo("pp1", "inprocess", model=DEFAULT_MODEL, pp=1, prompt=str(number), seed=seed)
     numbers = task.held_out_numbers()[:held_out]
     with contextlib.redirect_stderr(io.StringIO()):        # the accuracy command's progress line
-        acc = evaluate(numbers, model=model, pp=pp, mode=mode, seed=seed, label=f"PP={pp} {mode}")
+        acc = evaluate(numbers, model=model, pp=pp, mode=mode, seed=seed, label=f"PP={pp} {mode}", sync_fields=fields)
     return {"result": res, "reference": ref, "accuracy": acc, "numbers": numbers,
             "first_divergence": res.trace.first_divergence() if res.outcome == "ok" else None}
 
@@ -130,9 +134,15 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3)
 class PPKnobs:
     """PP size, PP mode and prompt + Run → a real engine run: outcome, first divergence, accuracy, stepper."""
 
-    def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3):
+    def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3,
+                 sync_fields: tuple[str, ...] | None = None):
         from explainer.pp_utils import STATE_SYNC_FIELDS
+        from explainer.runner import request_state_fields
         self.held_out = held_out
+        chosen = set(STATE_SYNC_FIELDS if sync_fields is None else sync_fields)
+        # state-sync: one checkbox per real per-request state field (EngineConfig.sync_fields)
+        self.fields = {f: W.Checkbox(value=f in chosen, description=f, indent=False,
+                                     layout=W.Layout(width="240px")) for f in request_state_fields()}
         self.pp = W.ToggleButtons(options=[1, 2, 3, 4], value=pp, description="PP size",
                                   style={"button_width": "40px"})
         self.mode = W.ToggleButtons(options=list(PP_MODES_SHOWN), value=mode, description="PP mode",
@@ -146,24 +156,27 @@ class PPKnobs:
         self.status = W.HTML()
         self.box = W.VBox()
         self.button.on_click(lambda _b: self._click())
-        fields = W.HTML('<div style="font:12px system-ui,sans-serif;color:#555">state fields each mode sends from '
-                        f"the last rank: generic / generic-int64: none (sampled ids only); state-sync: "
-                        f"{escape(', '.join(STATE_SYNC_FIELDS))}</div>")
-        self.widget = W.VBox([self.pp, self.mode, W.HBox([self.number, self.button]), fields, _note(), self.status,
-                              self.box])
+        fields = W.HTML('<div style="font:12px system-ui,sans-serif;color:#555">state fields the last rank sends: '
+                        "generic / generic-int64: none (sampled ids only); state-sync: the ticked ones "
+                        f"(#52015's choice: {escape(', '.join(STATE_SYNC_FIELDS))})</div>")
+        ticks = W.Box(list(self.fields.values()), layout=W.Layout(flex_flow="row wrap", width="100%"))
+        self.widget = W.VBox([self.pp, self.mode, W.HBox([self.number, self.button]), fields, ticks, _note(),
+                              self.status, self.box])
         self.run()
 
     def run(self) -> dict:
         from explainer.widgets_pp import rank_stepper
 
         start = time.perf_counter()
-        out = run_pp(self.pp.value, self.mode.value, self.number.value, held_out=self.held_out)
+        chosen = tuple(f for f, box in self.fields.items() if box.value)
+        out = run_pp(self.pp.value, self.mode.value, self.number.value, held_out=self.held_out, sync_fields=chosen)
         res, ref, acc = out["result"], out["reference"], out["accuracy"]
         self.stepper = (rank_stepper(res.trace, reference=ref.trace, header_id="xp-pp-knob-stepper")
                         if res.trace.events else None)
         ms = (time.perf_counter() - start) * 1e3
         div = out["first_divergence"]
-        lines = [f"{_stamp(ms)} · PP={self.pp.value}, {self.mode.value}, prompt {self.number.value}: "
+        synced = f" syncing {', '.join(chosen) or 'nothing'}" if self.mode.value == "state-sync" else ""
+        lines = [f"{_stamp(ms)} · PP={self.pp.value}, {self.mode.value}{escape(synced)}, prompt {self.number.value}: "
                  f"outcome <b>{escape(res.outcome)}</b>"]
         if res.error:
             lines.append(f"✗ {escape(res.error['type'])}: {escape(res.error['message'])}")

@@ -45,3 +45,15 @@ def test_pp_knobs_show_divergence_text_and_accuracy():
     k.mode.value = "generic"
     k.button.click()
     assert k.last["outcome"] == "warmup-crash" and "✗ AssertionError" in _text(k.status)
+
+
+def test_pp_knobs_sync_exactly_the_ticked_fields():
+    k = PPKnobs(mode="state-sync", held_out=1)
+    assert sorted(f for f, box in k.fields.items() if box.value) == sorted(
+        ["draft_tokens", "is_encoder_phase", "self_conditioning_embeds"])
+    assert k.last["first_divergence"] is None                      # #52015's three: no stale read
+    k.fields["self_conditioning_embeds"].value = False              # untick one: rank 0 now reads a stale copy
+    k.button.click()
+    d = k.last["first_divergence"]
+    assert d is not None and d["rank"] == 0 and "self_conditioning_embeds" in d["fields"]
+    assert "syncing draft_tokens, is_encoder_phase," in _text(k.status)

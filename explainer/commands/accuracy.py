@@ -23,7 +23,8 @@ def configure(parser):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, label: str) -> dict:
+def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, label: str,
+             sync_fields: tuple[str, ...] | None = None) -> dict:
     """Exact match of one engine configuration; ``outcome`` says if it ran at all."""
     from explainer import task
     from explainer.config import PipelineParallelNotSupportedError
@@ -33,7 +34,8 @@ def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, l
     row = {"label": label, "model": model, "pp": pp, "mode": mode, "n": len(numbers)}
     try:
         engine = LLMEngine.from_engine_args(Trace(enabled=False), model=model, pipeline_parallel_size=pp,
-                                            pp_mode=mode, seed=seed)
+                                            pp_mode=mode, seed=seed,
+                                            **({} if sync_fields is None else {"sync_fields": tuple(sync_fields)}))
     except (RankFailure, PipelineParallelNotSupportedError) as exc:     # bad values stay UsageErrors (exit 2)
         cause = exc.cause if isinstance(exc, RankFailure) else exc
         outcome = "warmup-crash" if isinstance(exc, RankFailure) else "startup-rejected"
