@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,10 +45,11 @@ def _nbval(path: Path) -> subprocess.CompletedProcess:
     (path.parent / "pytest.ini").write_text("[pytest]\n")
     for _ in range(3):   # a kernel that dies while starting (a port taken between pick and bind) is retried
         ran = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval", "--nbval-current-env",
-             "--nbval-sanitize-with", str(REPO / "notebooks" / "sanitize.cfg"), "--rootdir", str(path.parent),
-             "-c", str(path.parent / "pytest.ini"), str(path)],
-            capture_output=True, text=True, timeout=600, cwd=path.parent)
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "explainer_nbval", "-q", "--nbval",
+             "--nbval-current-env", "--nbval-sanitize-with", str(REPO / "tests" / "nbval" / "sanitize.cfg"),
+             "--rootdir", str(path.parent), "-c", str(path.parent / "pytest.ini"), str(path)],
+            capture_output=True, text=True, timeout=600, cwd=path.parent,
+            env={**os.environ, "PYTHONPATH": str(REPO / "tests" / "nbval")})   # make test's nbval plugin
         if "Failure starting kernel" not in ran.stdout:
             return ran
     return ran
@@ -57,7 +59,6 @@ def test_nbval_fails_when_a_stored_output_changes(tmp_path):
     nb = json.loads(NB.read_text(encoding="utf-8"))
     k = _checked_stdout_cell(nb["cells"])
     nb["cells"] = nb["cells"][: k + 1]     # the set-up cells and the checked cell: enough, and quick
-    shutil.copy(REPO / "notebooks" / "conftest.py", tmp_path / "conftest.py")
 
     same = tmp_path / "same.ipynb"
     same.write_text(json.dumps(nb), encoding="utf-8")
@@ -94,11 +95,13 @@ def test_the_site_renders_the_stored_outputs_of_a_temp_copy(tmp_path):
     check_only = copy.deepcopy(shown)
     check_only["metadata"] = {"tags": ["check-only", "remove-cell"],
                               "jupyter": {"source_hidden": True, "outputs_hidden": True}}
+    check_only["id"] = "sentinel-removed"                     # cell ids are unique within a notebook
     check_only["source"] = ["print('SENTINEL-REMOVED')"]
     check_only["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["SENTINEL-REMOVED\n"]}]
     nb["cells"].insert(k + 1, check_only)
     (repo / "notebooks" / NB.name).write_text(json.dumps(nb), encoding="utf-8")
-    workshop = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# Workshop SENTINEL-WORKSHOP\n"]}],
+    workshop = {"cells": [{"cell_type": "markdown", "id": "w1-title", "metadata": {},
+                           "source": ["# Workshop SENTINEL-WORKSHOP\n"]}],
                 "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (repo / "notebooks" / "workshop" / "w1.ipynb").write_text(json.dumps(workshop))
 
