@@ -13,6 +13,8 @@ Badges, never colour alone: ✓ accepted / ↻ renoised; ✓ yes / ✗ no.
 
 from __future__ import annotations
 
+import math
+
 from html import escape
 from typing import Callable, Mapping, Sequence
 
@@ -35,23 +37,29 @@ def accept_sums(entropy: torch.Tensor) -> list[tuple[int, float, float]]:
     return [(int(p), float(h), float(b)) for p, h, b in zip(order.tolist(), sorted_h.tolist(), before.tolist())]
 
 
+def _digits(bound: float) -> int:
+    """Decimals that resolve the bound: 0.1 -> 3, 0.001 -> 5 (so 0.0004 <= 0.001 never reads 0.00 > 0.001)."""
+    return max(2, math.ceil(-math.log10(bound)) + 2) if bound > 0 else 2
+
+
 def accept_rule_html(entropy: torch.Tensor, accepted: torch.Tensor, bound: float, fid: str) -> str:
     """One row of the frame: positions in sort order with ``Σ before ≤ bound?`` and the verdict badge.
     ``entropy`` and ``accepted`` are one batch row [L]; the verdict shown is the sampler's own."""
     rows = accept_sums(entropy)
+    d = _digits(bound)
     cells = []
     for pos, h, before in rows:
         ok = bool(accepted[pos])
         mark = f'<b class="xp-acc">{ACCEPT}</b>' if ok else f'<b class="xp-ren">{RENOISE}</b>'
-        cells.append(f'<td data-pos="{pos}" data-accepted="{int(ok)}">pos {pos}<br>h {h:.2f}<br>'
-                     f'Σ {before:.2f} {"≤" if before <= bound else "&gt;"} {bound:g}<br>{mark}</td>')
+        cells.append(f'<td data-pos="{pos}" data-accepted="{int(ok)}">pos {pos}<br>h {h:.{d}f}<br>'
+                     f'Σ {before:.{d}f} {"≤" if before <= bound else "&gt;"} {bound:g}<br>{mark}</td>')
     n_acc = int(accepted.sum())
     first_out = next(((p, h, b) for p, h, b in rows if not bool(accepted[p])), None)
     why = ""
     if first_out is not None:
         p, h, b = first_out
-        why = (f" The first position left out is pos {p} (h {h:.2f}): the entropies sorted before it already sum "
-               f"to {b:.2f} &gt; {bound:g}, so it and every higher one are renoised.")
+        why = (f" The first position left out is pos {p} (h {h:.{d}f}): the entropies sorted before it already sum "
+               f"to {b:.{d}f} &gt; {bound:g}, so it and every higher one are renoised.")
     return (f'<div class="xp-rule" id="{fid}-accept"><b>accept rule</b> (entropy bound {bound:g}): sort the positions '
             "by entropy; accept a position while the entropies sorted <i>before</i> it sum to ≤ the bound "
             f"(Σ = cumulative sum minus its own h). {n_acc} of {len(rows)} accepted.{why}"

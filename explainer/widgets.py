@@ -59,8 +59,9 @@ class Stepper:
         self.shown = [caption_html(k, n, self.captions[k]) + f for k, f in enumerate(self.frames)]
         self.play = W.Play(value=start, min=0, max=last, step=1, interval=interval_ms,
                            description="play", layout=W.Layout(width="auto"))
+        # no numeric readout: it counts from 0 while the caption says "frame k of N" from 1
         self.slider = W.IntSlider(value=start, min=0, max=last, step=1, description=description,
-                                  continuous_update=True, layout=W.Layout(width="min(520px, 70vw)"))
+                                  readout=False, continuous_update=True, layout=W.Layout(width="min(520px, 70vw)"))
         uid = f"xp-stepper-{next(_ids)}"
         box = W.Layout(height=f"{height}px", overflow="auto") if height else W.Layout()
         self.stack = W.Stack([W.HTML(f) for f in self.shown], selected_index=start, layout=box)

@@ -53,7 +53,9 @@ def stored(nb: Path) -> dict:
         return found
 
     views = [o["data"][WIDGET_VIEW]["model_id"] for o in outputs if WIDGET_VIEW in o.get("data", {})]
-    return {"svg": sum("image/svg+xml" in o.get("data", {}) for o in outputs),
+    hidden = sum(bool(c.get("metadata", {}).get("jupyter", {}).get("source_hidden"))
+                 for c in data["cells"] if c["cell_type"] == "code")
+    return {"hidden_code_cells": hidden, "svg": sum("image/svg+xml" in o.get("data", {}) for o in outputs),
             "styled_html": any("<style" in "".join(o.get("data", {}).get("text/html", "")) for o in outputs),
             "views": views, "steppers": {k: controls(mid) for k, mid in enumerate(views) if controls(mid)}}
 
@@ -66,8 +68,9 @@ def step(page, output, control: str) -> None:
     before = frame_text(output)
     if "IntSliderModel" in control:
         handle = output.locator(".widget-slider .noUi-handle").first
-        handle.focus()
-        handle.press("ArrowRight")
+        handle.focus()                                  # a stepper stored on its last frame steps back
+        at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        handle.press("ArrowLeft" if at_end else "ArrowRight")
     elif "ToggleButtonsModel" in control:
         output.locator(".widget-toggle-button").nth(1).click()
     else:
@@ -119,7 +122,8 @@ def test_notebook_opens_rendered_then_runs_all_without_errors(lab, nb):
                            ".filter(o => o.querySelector('.jupyter-widgets')).length >= n",
                            arg=len(want["views"]), timeout=60_000)
     assert widget_outputs.count() == len(want["views"])
-    assert want["steppers"], f"{nb.name} has no stepper in its saved widget state"
+    if nb.stem.startswith(("01_", "02_", "03_")):       # the three stories each step through a run
+        assert want["steppers"], f"{nb.name} has no stepper in its saved widget state"
     for k, controls in want["steppers"].items():
         output = widget_outputs.nth(k)
         output.scroll_into_view_if_needed()
@@ -137,7 +141,10 @@ def test_notebook_opens_rendered_then_runs_all_without_errors(lab, nb):
                            "'.jp-InputPrompt')].some(p => p.innerText.trim() === '[*]:')", timeout=900_000)
     page.wait_for_selector(IDLE, timeout=60_000)
     prompts = [t.strip() for t in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
-    assert prompts and all(p[1:-2].isdigit() for p in prompts), f"{nb.name}: cells not all run: {prompts}"
+    # a check-only cell is stored with its input collapsed, so its prompt shows no number
+    shown = [p for p in prompts if p]
+    assert len(prompts) - len(shown) <= want["hidden_code_cells"], f"{nb.name}: cells not all run: {prompts}"
+    assert shown and all(p[1:-2].isdigit() for p in shown), f"{nb.name}: cells not all run: {prompts}"
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     assert errors.count() == 0, f"{nb.name}: error output after Run All: {errors.first.inner_text()[:2000]}"
     page.screenshot(path=str(ARTIFACTS / f"{nb.stem}-run-all.png"))

@@ -273,3 +273,14 @@ def test_stepper_captions_bookmarks_and_fixed_height():
     assert st.bookmarks == {"commit 1": 2, "commit 2": 5}
     assert 'id="xp-c2-commit"' in st.jump_to("commit 2") and st.slider.value == 5
     assert "frame 6 of 6 · canvas 2 committed after 2 steps" in st.caption
+
+
+def test_accept_rule_shows_enough_decimals_to_read_a_small_bound():
+    # at bound 0.001, two decimals would print "Σ 0.00 > 0.001" for a sum of 0.0014: the rule would look false
+    import torch
+
+    from explainer.render_rules import accept_rule_html
+    entropy = torch.tensor([0.0004, 0.0010, 0.0030])
+    accepted = torch.tensor([True, True, False])        # Σ before: 0, 0.0004, 0.0014
+    html = accept_rule_html(entropy, accepted, 0.001, "t")
+    assert "Σ 0.00040 ≤ 0.001" in html and "Σ 0.00140 &gt; 0.001" in html

@@ -42,14 +42,20 @@ def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, l
         return {**row, "outcome": outcome, "error": error_summary(cause), "exact_match": None, "texts": []}
     done = 0
 
-    def progress(_):
+    tty = sys.stderr.isatty()
+
+    def progress(_):                        # a live counter on a terminal; one line per 25 prompts in a log
         nonlocal done
         done += 1
-        print(f"\r{label}: {done}/{len(numbers)}", end="", file=sys.stderr, flush=True)
+        if tty:
+            print(f"\r{label}: {done}/{len(numbers)}", end="", file=sys.stderr, flush=True)
+        elif done % 25 == 0 or done == len(numbers):
+            print(f"{label}: {done}/{len(numbers)}", file=sys.stderr, flush=True)
 
     outs = engine.generate([task.encode(str(n)) for n in numbers], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH,
                            seeds=[seed + i for i in range(len(numbers))], on_finish=progress)
-    print(file=sys.stderr)
+    if tty:
+        print(file=sys.stderr)
     texts = [task.decode(o.output_token_ids) for o in outs]
     return {**row, "outcome": "ok", "error": None, "exact_match": task.exact_match(texts, numbers), "texts": texts}
 
