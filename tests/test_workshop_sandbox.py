@@ -47,7 +47,7 @@ def test_hanging_accept_ends_with_a_clear_fail(tmp_path):
     report = check_file("accept", path)
     assert time.monotonic() - t0 < 60
     assert report.status == "fail" and "did not return within 2 s" in report.reason
-    assert "entropy_bound_accept(entropy [1, 5], bound=0.1)" in report.reason
+    assert "entropy_bound_accept(entropy of shape [1, 5], bound=0.1)" in report.reason
     _nothing_left(report)
 
 

@@ -51,7 +51,7 @@ def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
         if i % 4 == 0:
             h = torch.round(h * 8) / 8                        # dyadic values: ties and exact sums
         bound = float(torch.rand(1, generator=g)) * float(h.sum(-1).max()) * 0.6
-        cases.append(("random", f"random #{i + 1} [{B}, {L}]", h, round(bound, 6)))
+        cases.append(("random", f"random #{i + 1}, shape [{B}, {L}]", h, round(bound, 6)))
     return cases
 
 
@@ -88,7 +88,7 @@ def _compare(fn, code, label: str, h: torch.Tensor, bound: float) -> tuple[str |
     want = reference(h, bound)
     given = h.clone()
     got = learner.call(fn, given, bound, filename=code.filename,
-                       what=f"{code.function}(entropy {list(h.shape)}, bound={bound:g}) [case {label!r}]")
+                       what=f"{code.function}(entropy of shape {list(h.shape)}, bound={bound:g}) [case {label!r}]")
     case = {"label": label, "entropy": h.tolist(), "bound": bound, "expected": want.tolist(), "got": None}
     if not torch.equal(given, h):
         return "changed its input `entropy` in place (sort into a new tensor instead)", case

@@ -107,7 +107,7 @@ def accept_picture(report: Report) -> str:
             f"<tr><th>expected (sum before ≤ bound)</th>{cells(lambda j: yes(exp[j]), differs)}</tr>"]
     if got is not None:
         rows.append(f"<tr><th>your function</th>{cells(lambda j: yes(got[j]) + (' ≠' if differs(j) else ''), differs)}</tr>")
-    title = (f'<div class="xp-ws-note"><b>case {escape(case["label"])}</b>: entropy {list(h.shape)}, '
+    title = (f'<div class="xp-ws-note"><b>case {escape(case["label"])}</b>: entropy of shape {list(h.shape)}, '
              f'bound {case["bound"]:g}; row {row}' + (f" of {h.shape[0]}" if h.shape[0] > 1 else "")
              + (f", positions {show.start}..{show.stop - 1} of {L}" if L > 16 else "") + "</div>")
     return title + f'<div class="xp-ws-scroll"><table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table></div>'
