@@ -67,7 +67,8 @@ def frame_text(output) -> str:
 def step(page, output, control: str) -> None:
     before = frame_text(output)
     if "IntSliderModel" in control:
-        handle = output.locator(".widget-slider .noUi-handle").first
+        # the stepper's slider is the output's last one (a knob's own sliders, e.g. the entropy bound, come first)
+        handle = output.locator(".widget-slider .noUi-handle").last
         handle.focus()                                  # a stepper stored on its last frame steps back
         at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
         handle.press("ArrowLeft" if at_end else "ArrowRight")
