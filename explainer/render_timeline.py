@@ -71,7 +71,9 @@ def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str |
         out.append(f'<rect x="{x(c.tick)}" y="{y(c.rank) + 3}" width="{w - 1}" height="{ROW_H - 6}" fill="{color}">'
                    f'<title>rank {c.rank}, tick {c.tick}: step {c.step} forward ({escape(", ".join(c.req_ids))}): '
                    f'{escape(c.detail)}</title></rect>')
-        if w >= 14:
+        if c.req_ids and order[c.req_ids[0]] % 2 == 1:      # every other request: a white bar on top, so the
+            out.append(f'<rect x="{x(c.tick)}" y="{y(c.rank) + 3}" width="{w - 1}" height="3" fill="#ffffff"/>')
+        if w >= 14:                                          # requests differ by shape as well as by colour
             out.append(f'<text x="{x(c.tick) + (w - 1) / 2}" y="{y(c.rank) + ROW_H // 2 + 4}" fill="#ffffff" '
                        f'font-size="9" text-anchor="middle" font-weight="600">{c.step}</text>')
     for a in tl.arrows:
@@ -99,6 +101,22 @@ def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str |
     return "".join(out)
 
 
+def request_key_html(timelines: dict[str, PipelineTimeline]) -> str:
+    """Which colour and mark is which request (in the order each timeline first runs them)."""
+    seen: list[str] = []
+    for tl in timelines.values():
+        for c in tl.forwards:
+            if c.req_ids and c.req_ids[0] not in seen:
+                seen.append(c.req_ids[0])
+    items = []
+    for k, req in enumerate(seen):
+        bar = '<span style="position:absolute;left:0;top:0;width:14px;height:3px;background:#fff"></span>' if k % 2 else ""
+        items.append(f'<span style="display:inline-block;position:relative;width:14px;height:12px;vertical-align:middle;'
+                     f'background:{REQUEST_COLORS[k % len(REQUEST_COLORS)]}">{bar}</span> {escape(req)}'
+                     f'{" (white bar on top)" if k % 2 else " (plain)"}')
+    return ('<div style="font-size:12px;color:#555">Requests: ' + " · ".join(items) + "</div>") if items else ""
+
+
 def timelines_html(timelines: dict[str, PipelineTimeline], *, max_width: int = 820) -> str:
     """Several timelines stacked on one time scale (same tick width), with one legend."""
     length = max((t.length for t in timelines.values()), default=0)
@@ -108,6 +126,7 @@ def timelines_html(timelines: dict[str, PipelineTimeline], *, max_width: int = 8
         head = (f"{label}: {tl.length} ticks, {tl.busy} forwards, bubbles {len(tl.bubbles)}/"
                 f"{tl.pp_size * tl.length} = {tl.bubble_fraction:.1%}")
         parts.append(f'<div style="margin:4px 0">{timeline_svg(tl, width=w, title=head, length=length)}</div>')
+    parts.append(request_key_html(timelines))
     parts.append('<div style="font-size:12px;color:#555">Filled cell: a rank runs its layers for one step '
                  '(colour = request, number = engine step). Hatched grey: bubble (idle). Grey line: '
                  'IntermediateTensors to the next rank. Vermilion bar: back-channel broadcast from the last rank. '

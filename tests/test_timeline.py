@@ -68,3 +68,14 @@ def test_warmup_is_not_on_the_timeline(runs):
     warm_ticks = {e.data["tick"] for e in trace.events if e.warmup and "tick" in e.data}
     tl = pipeline_timeline(trace)
     assert warm_ticks and all(t < tl.start for t in warm_ticks)
+
+
+def test_the_timeline_names_each_request_by_colour_and_mark(runs):
+    # colour is never the only code: a key names each request, and every other request carries a white bar
+    from explainer.render_timeline import request_key_html
+    tl = pipeline_timeline(runs[("async", 2)][0])
+    key = request_key_html({"async": tl})
+    reqs = sorted({c.req_ids[0] for c in tl.forwards if c.req_ids})
+    assert len(reqs) == 2 and all(r in key for r in reqs)
+    assert "(plain)" in key and "(white bar on top)" in key
+    assert key in timelines_html({"async": tl})
