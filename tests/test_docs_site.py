@@ -191,11 +191,13 @@ def _norm(s: str) -> str:
 
 
 def test_the_site_shows_every_stored_stream_output_exactly(site):
+    with_text = []
     for nb, page in notebook_pages(site):
         stored = [_norm(s) for s in _stored_streams(nb)]
         shown = [_norm(s) for s in _page_streams(page)]
-        assert stored, f"{nb.name}: no stream outputs stored"
         assert shown == stored, f"{page.name}: the page's output text differs from the notebook's stored outputs"
+        with_text += [nb.name] if stored else []     # (the workshop solutions show only HTML panels)
+    assert {"01_canvas_sampler.ipynb", "02_pipeline_parallel.ipynb", "03_cpu_communicator.ipynb"} <= set(with_text)
 
 
 # --- 3. the browser, offline ---------------------------------------------------------------------------
