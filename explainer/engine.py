@@ -78,12 +78,18 @@ class Scheduler:
     def has_unfinished_requests(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def _skip(self, req: Request) -> bool:
+        """A running request not to schedule this step (the async batch queue skips one in flight)."""
+        return False
+
     def schedule(self) -> SchedulerOutput:
         self.step += 1
         so = SchedulerOutput(self.step, finished_req_ids=self.finished_req_ids)
         self.finished_req_ids = []
         budget = self.config.max_num_batched_tokens
         for req in self.running:
+            if self._skip(req):
+                continue
             n = self._num_new_tokens(req)
             if n <= budget:
                 self._schedule(so, req, n)

@@ -38,26 +38,11 @@ class AsyncScheduler(Scheduler):
         super().__init__(config)
         self.in_flight: set[str] = set()
 
+    def _skip(self, req) -> bool:
+        return req.req_id in self.in_flight
+
     def schedule(self) -> SchedulerOutput:
-        self.step += 1
-        so = SchedulerOutput(self.step, finished_req_ids=self.finished_req_ids)
-        self.finished_req_ids = []
-        budget = self.config.max_num_batched_tokens
-        for req in self.running:
-            if req.req_id in self.in_flight:
-                continue
-            n = self._num_new_tokens(req)
-            if n <= budget:
-                self._schedule(so, req, n)
-                budget -= n
-        while self.waiting and len(self.running) < self.config.max_num_seqs \
-                and len(self.waiting[0].prompt_token_ids) <= budget:
-            req = self.waiting.popleft()
-            self.running.append(req)
-            from explainer.runner import NewRequestData
-            so.scheduled_new_reqs.append(NewRequestData(req.req_id, list(req.prompt_token_ids), req.seed))
-            self._schedule(so, req, len(req.prompt_token_ids))
-            budget -= len(req.prompt_token_ids)
+        so = super().schedule()                  # Scheduler's budget loop, skipping requests in flight
         self.in_flight |= set(so.num_scheduled_tokens)
         return so
 

@@ -53,7 +53,23 @@ def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: di
     return rec, prompt, task.decode(out[0, prompt.shape[1]:]), cfg
 
 
-class SamplerKnobs:
+class _Knob:
+    """Shared by the knobs: a Run button that re-runs ``run()`` and shows a failure in the status line."""
+
+    def _click(self) -> None:
+        self.button.disabled = True
+        try:
+            self.run()
+        except Exception as exc:                          # noqa: BLE001 - JupyterLab would swallow it
+            self.status.value = f"run failed: {escape(type(exc).__name__)}: {escape(str(exc))}"
+        finally:
+            self.button.disabled = False
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class SamplerKnobs(_Knob):
     """Prompt number, entropy bound, seed + Run → a real generation stepped frame by frame."""
 
     def __init__(self, model, gen_cfg: dict, *, number: int = 42, entropy_bound: float = 0.1, seed: int = 0):
@@ -92,18 +108,6 @@ class SamplerKnobs:
         self.box.children = [self.stepper.widget]
         return self.last
 
-    def _click(self) -> None:
-        self.button.disabled = True
-        try:
-            self.run()
-        except Exception as exc:                          # noqa: BLE001 - JupyterLab would swallow it
-            self.status.value = f"run failed: {escape(type(exc).__name__)}: {escape(str(exc))}"
-        finally:
-            self.button.disabled = False
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
 
 # ---- notebook 2 --------------------------------------------------------------------------------------
 def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
@@ -131,7 +135,7 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
             "first_divergence": res.trace.first_divergence() if res.outcome == "ok" else None}
 
 
-class PPKnobs:
+class PPKnobs(_Knob):
     """PP size, PP mode and prompt + Run → a real engine run: outcome, first divergence, accuracy, stepper."""
 
     def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3,
@@ -198,14 +202,3 @@ class PPKnobs:
         self.box.children = [self.stepper.widget] if self.stepper else []
         return self.last
 
-    def _click(self) -> None:
-        self.button.disabled = True
-        try:
-            self.run()
-        except Exception as exc:                          # noqa: BLE001 - JupyterLab would swallow it
-            self.status.value = f"run failed: {escape(type(exc).__name__)}: {escape(str(exc))}"
-        finally:
-            self.button.disabled = False
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
