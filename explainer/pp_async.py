@@ -229,14 +229,7 @@ class AsyncModelRunner(ModelRunner):
             self.trace.record(self.rank, "receive", f"receive posted for step {self._step} ({when}); "
                               f"num_computed_tokens advanced optimistically", data={"posted": posted is not None})
             return None
-        self.phase = "sample"
-        logits = {i: self.model.compute_logits(h) for i, h in self._hidden.items()}
-        sampled, num_sampled, num_rejected, actions = self.sampler(batch, logits)
-        emitted = {rid: sampled[i, :int(num_sampled[i])].tolist()
-                   for i, rid in enumerate(batch.req_ids) if int(num_sampled[i])}
-        self.trace.record(self.rank, "sample", "; ".join(f"{r}: {a}" for r, a in actions.items()),
-                          data={"emitted": emitted, "actions": actions,
-                                "sampled_dtype": str(sampled.dtype).removeprefix("torch.")})
+        sampled, num_sampled, num_rejected = self._sample(batch)
         if self.pp.enabled:
             self.phase = "broadcast"
             st = self.model_state.req_states

@@ -369,6 +369,18 @@ class ModelRunner:
                                                for k in outputs[0].keys()})
 
     @torch.no_grad()
+    def _sample(self, batch):
+        """Last rank: logits -> the DiffusionSampler; the sample event (what each request emitted) is traced."""
+        self.phase = "sample"
+        logits = {i: self.model.compute_logits(h) for i, h in self._hidden.items()}
+        sampled, num_sampled, num_rejected, actions = self.sampler(batch, logits)
+        emitted = {rid: sampled[i, :int(num_sampled[i])].tolist()
+                   for i, rid in enumerate(batch.req_ids) if int(num_sampled[i])}
+        self.trace.record(self.rank, "sample", "; ".join(f"{r}: {a}" for r, a in actions.items()),
+                          data={"emitted": emitted, "actions": actions,
+                                "sampled_dtype": str(sampled.dtype).removeprefix("torch.")})
+        return sampled, num_sampled, num_rejected
+
     def sample_tokens(self) -> ModelRunnerOutput:
         """Last rank: sample, broadcast the back-channel. Others: receive it. Every rank then runs
         post_update and returns the step's output as this rank knows it (identical on every rank)."""
@@ -376,14 +388,7 @@ class ModelRunner:
         if batch is None or not batch.req_ids:
             return ModelRunnerOutput([], [], [], {})
         if self.is_last_rank:
-            self.phase = "sample"
-            logits = {i: self.model.compute_logits(h) for i, h in self._hidden.items()}
-            sampled, num_sampled, num_rejected, actions = self.sampler(batch, logits)
-            emitted = {rid: sampled[i, :int(num_sampled[i])].tolist()
-                       for i, rid in enumerate(batch.req_ids) if int(num_sampled[i])}
-            self.trace.record(self.rank, "sample", "; ".join(f"{r}: {a}" for r, a in actions.items()),
-                              data={"emitted": emitted, "actions": actions,
-                                    "sampled_dtype": str(sampled.dtype).removeprefix("torch.")})
+            sampled, num_sampled, num_rejected = self._sample(batch)
             if self.pp.enabled:
                 self.phase = "broadcast"
                 self.pp.broadcast(sampled, num_sampled, num_rejected, synced=self._synced_state(batch))

@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from explainer.distributed.hosts_node import die_with_parent
+from explainer.distributed.launch import _cleanup      # segments, groups, process group: the same on a host
 
 
 class _Lines(logging.Handler):
@@ -140,16 +141,6 @@ def main(workdir: str) -> None:
         os._exit(code)
 
 
-def _cleanup() -> None:
-    try:
-        from explainer.distributed import parallel_state, shm
-        shm.close_all()
-        parallel_state.destroy_model_parallel()
-        import torch.distributed as dist
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    except Exception:                             # noqa: BLE001 - best effort on the way out
-        pass
 
 
 if __name__ == "__main__":
