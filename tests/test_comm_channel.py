@@ -90,8 +90,8 @@ CASES = {
 
 
 def _equal(got, want):
-    assert [k for k, _ in got] == list(want)
-    for (k, g), w in zip(got, want.values()):
+    assert isinstance(got, dict) and list(got) == list(want)
+    for (k, g), w in zip(got.items(), want.values()):
         assert g.dtype == w.dtype and g.shape == w.shape, k
         assert torch.equal(g, w), k
 
@@ -118,7 +118,18 @@ def test_payload_several_times_the_chunk_streams_through(pair):
 
 def test_empty_message(pair):
     a, b = pair
-    assert transfer(a, b, []) == []
+    assert transfer(a, b, []) == {}
+
+
+def test_a_changed_layout_with_a_header_of_the_same_length_is_parsed_again(pair):
+    """The receiver compares the header in place against the layout it expects: a new shape with the
+    same number of dims (same header length, other bytes) must be parsed, never taken for the old one."""
+    a, b = pair
+    flat, square = {"h": torch.arange(16.0)}, {"h": torch.arange(16.0).reshape(4, 4)}
+    wide = {"h": torch.arange(16.0).reshape(2, 8)}
+    for msg in (flat, flat, square, wide, square, square, flat):      # both halves, back and forth
+        got = transfer(a, b, list(msg.items()))
+        assert got["h"].shape == msg["h"].shape and torch.equal(got["h"], msg["h"])
 
 
 @pytest.mark.parametrize("value, words", [
@@ -136,8 +147,10 @@ def test_rejects_what_it_cannot_carry(pair, value, words):
     assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
 
 
-def test_rejects_too_many_tensors_and_bad_peer(pair):
+def test_rejects_too_many_tensors_repeated_keys_and_bad_peer(pair):
     a, _ = pair
+    with pytest.raises(shm.ShmPayloadError, match="key 'x' appears twice"):
+        a.send([("x", torch.zeros(1)), ("x", torch.ones(1))], 1)
     with pytest.raises(shm.ShmPayloadError, match=r"7 tensors is more than .*0\.\.6"):
         a.send([(f"t{i}", torch.zeros(1)) for i in range(7)], 1)
     with pytest.raises(ValueError, match="accepted are group ranks 0..1 other than this rank 0"):

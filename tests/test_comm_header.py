@@ -30,9 +30,12 @@ def test_header_round_trips_every_dtype_and_shape(dtype):
 def test_unicode_keys_and_cached_layouts():
     codec = H.HeaderCodec()
     items = [("hidden_états", torch.randn(2, 3)), ("残差", torch.randn(2, 3).bfloat16())]
-    first = codec.encode(items)
-    assert codec.encode([(k, t.clone()) for k, t in items]) is first      # same layout, other tensors
-    assert codec.encode([(k, t.reshape(3, 2)) for k, t in items]) is not first
+    first, ptrs = codec.encode(items)
+    assert ptrs == [t.data_ptr() for _, t in items]
+    clones = [(k, t.clone()) for k, t in items]
+    again, ptrs = codec.encode(clones)
+    assert again is first and ptrs == [t.data_ptr() for _, t in clones]     # same layout, other tensors
+    assert codec.encode([(k, t.reshape(3, 2)) for k, t in items])[0] is not first
     assert codec.decode(first.header) is codec.decode(bytes(first.header))
     assert codec.decode(first.header).keys == ("hidden_états", "残差")
 
@@ -105,12 +108,12 @@ def test_every_message_arrives_in_fresh_tensors(pair):
     for i in range(5):                                    # same layout each time: the pre-allocated path
         got.append(transfer(a, b, [("h", torch.full((4, 8), float(i))), ("r", torch.arange(i, i + 3))]))
     for i, message in enumerate(got):                     # earlier results are untouched by later messages
-        assert torch.equal(message[0][1], torch.full((4, 8), float(i)))
-        assert torch.equal(message[1][1], torch.arange(i, i + 3))
-    ptrs = [t.data_ptr() for message in got for _, t in message]
+        assert torch.equal(message["h"], torch.full((4, 8), float(i)))
+        assert torch.equal(message["r"], torch.arange(i, i + 3))
+    ptrs = [t.data_ptr() for message in got for t in message.values()]
     assert len(set(ptrs)) == len(ptrs)
-    got[0][0][1].add_(1)                                  # writable, and writing does not disturb the next
-    assert torch.equal(transfer(a, b, [("h", torch.ones(4, 8))])[0][1], torch.ones(4, 8))
+    got[0]["h"].add_(1)                                   # writable, and writing does not disturb the next
+    assert torch.equal(transfer(a, b, [("h", torch.ones(4, 8))])["h"], torch.ones(4, 8))
 
 
 def test_layout_change_and_views_of_sent_tensors(pair):
@@ -118,8 +121,8 @@ def test_layout_change_and_views_of_sent_tensors(pair):
     base = torch.arange(64, dtype=torch.int32)
     for items in ([("x", base[8:16])], [("x", base[:32].view(4, 8)), ("y", torch.tensor(True))], [("x", base[8:16])]):
         got = transfer(a, b, items)
-        assert [(k, t.dtype, t.shape) for k, t in got] == [(k, t.dtype, t.shape) for k, t in items]
-        assert all(torch.equal(g, w) for (_, g), (_, w) in zip(got, items))
+        assert [(k, t.dtype, t.shape) for k, t in got.items()] == [(k, t.dtype, t.shape) for k, t in items]
+        assert all(torch.equal(g, w) for g, (_, w) in zip(got.values(), items))
 
 
 def test_raw_hand_off_carries_bytes_both_ways(pair):

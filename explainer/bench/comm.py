@@ -57,8 +57,9 @@ def _pingpong(g, d, n: int) -> float:
         if g.rank_in_group == 0:
             t = time.perf_counter()
             g.send_tensor_dict(d, 1)
-            g.recv_tensor_dict(1)
+            reply = g.recv_tensor_dict(1)
             rtts.append(time.perf_counter() - t)
+            del reply                                     # freed after the clock stops (the floor frees nothing)
         else:
             g.send_tensor_dict(g.recv_tensor_dict(0), 0)
     return statistics.median(rtts) / 2 if rtts else 0.0
@@ -93,26 +94,27 @@ def _per_call(fn, n: int) -> float:
 
 def _phases(ch, d: dict, n: int) -> dict:
     """Rank 0 times each phase of one 4 KiB hand-off alone, on the real channel, right after a dict
-    ping-pong: rank 1's last reply still sits in its outbox half (decode and copy-out read it there)
-    and rank 1 is idle, so rank 0 may rewrite its own next half (copy-in)."""
-    from explainer.distributed.shm import _acked_slot, _allocate, _sent_slot
-    items = list(d.items())
-    layout = ch._codec.encode(items)
+    ping-pong: rank 1's last reply still sits in its outbox half (the header check and copy-out read it
+    there) and rank 1 is idle, so rank 0 may rewrite its own next half (copy-in)."""
+    from explainer.distributed.shm import _acked_slot, _sent_slot
+    items = d.items()
+    layout, ptrs = ch._codec.encode(items)
     r = ch._ctrl[0][_acked_slot(1)]                       # rank 1's last message to rank 0 ...
-    base = ch._outbox(0, r, 1)                            # ... and where it is
+    half, base = r % 2, ch._outbox(0, r, 1)               # ... and where it is
     free = ch._outbox(1, ch._ctrl[0][_sent_slot(1)] + 1, 0)   # rank 0's next half to rank 1
-    fresh = _allocate(layout)
+    inbox = ch._inbox[1]
+    _, destinations = inbox.allocate()
 
     def copy_out():
-        for dst, src in zip(fresh[1], ch._payload(1, r % 2, base, layout)):
+        for dst, src in zip(destinations, inbox.payload[half]):
             dst[:] = src
     raw = memoryview(bytearray(SIZES[0]))
     return {
         "header encode (send)": _per_call(lambda: ch._codec.encode(items), n),
-        "copy in (send)": _per_call(lambda: ch._copy_in(layout, items, free), n),
-        "header decode (recv)": _per_call(lambda: ch._decode(1, base), n),
+        "copy in (send)": _per_call(lambda: ch._copy_in(layout, ptrs, free), n),
+        "header check (recv, in place)": _per_call(lambda: inbox.headers[half] == inbox.layout.header, n),
         "copy out (recv)": _per_call(copy_out, n),
-        "tensor creation (recv, before the wait)": _per_call(lambda: _allocate(layout), n),
+        "tensors and dict (recv, before the wait)": _per_call(inbox.allocate, n),
         "floor: its two copies": 2 * _per_call(lambda: raw.__setitem__(slice(None), ch._mem[1][base:base + len(raw)]), n),
     }
 

@@ -249,14 +249,17 @@ class _CPUSHMDistributed:
         return torch.distributed.all_reduce(tensor, op=op, group=self.communicator.device_group)
 
     def send_tensor_dict(self, tensor_dict: dict, dst: int) -> None:
-        for key, value in tensor_dict.items():
-            if not isinstance(value, torch.Tensor):
-                raise shm.ShmPayloadError(f"{ONLY_TENSORS} Key {key!r} holds a {type(value).__name__}; "
-                                          f"accepted: contiguous CPU torch.Tensor values only.")
-        self.channel.send(list(tensor_dict.items()), dst)
+        try:
+            self.channel.send(tensor_dict.items(), dst)   # checks every value before anything is sent
+        except shm.ShmPayloadError:
+            for key, value in tensor_dict.items():        # vLLM's message when a value is not a tensor
+                if not isinstance(value, torch.Tensor):
+                    raise shm.ShmPayloadError(f"{ONLY_TENSORS} Key {key!r} holds a {type(value).__name__}; "
+                                              f"accepted: contiguous CPU torch.Tensor values only.") from None
+            raise
 
     def recv_tensor_dict(self, src: int) -> dict:
-        return dict(self.channel.recv(src))
+        return self.channel.recv(src)
 
     def close(self) -> None:
         self.channel.close()

@@ -283,7 +283,7 @@ class ShmGroup:
         self._buf = [None] * self.world_size
         self._mem = [None] * self.world_size              # memoryview of each mapping: the hot path's copies
         self._addr = [0] * self.world_size
-        self._codec, self._views, self._expect = HeaderCodec(), {}, {}   # hot-path caches
+        self._codec, self._views, self._inbox = HeaderCodec(), {}, {}   # hot-path caches
         self._view(self.rank)
         self._bell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._bell.bind(self._bell_addr(self.name))
@@ -360,7 +360,7 @@ class ShmGroup:
         if self._bell is not None:
             self._bell.close()
             self._bell = None
-        self._views = {}                                  # cached views pin the mappings
+        self._views, self._inbox = {}, {}                 # cached views pin the mappings
         for views in (getattr(self, "_ctrl", None), getattr(self, "_mem", None), getattr(self, "_buf", None)):
             for p, v in enumerate(views or []):
                 if isinstance(v, memoryview):
@@ -440,34 +440,36 @@ class ShmGroup:
     # --- point to point ----------------------------------------------------------------------
     # A message is one Layout (shm_header): the header, then each tensor at its offset. When it fits one
     # half it takes the fast path: one wait, the copies, one publish. Larger ones stream chunk by chunk.
-    def send(self, items: list[tuple[str, torch.Tensor]], dst: int) -> int:
-        """Stream ``items`` to group rank ``dst``; returns once every chunk is in shared memory."""
+    def send(self, items, dst: int) -> int:
+        """Stream ``items`` (``(key, tensor)`` pairs, e.g. ``dict.items()``) to group rank ``dst``;
+        returns once every chunk is in shared memory."""
         self._check(dst)
-        layout = self._codec.encode(items)                # validated; packed once per layout
+        layout, ptrs = self._codec.encode(items)          # validated; packed once per layout; tensor addresses
         if layout.total > self.chunk:
-            return self._send_stream(layout, items, dst)
+            return self._send_stream(layout, ptrs, dst)
         s, base = self._claim(dst)
-        self._copy_in(layout, items, base)
+        self._copy_in(layout, ptrs, base)
         self._publish(dst, s)
         return len(layout.header)
 
-    def recv(self, src: int) -> list[tuple[str, torch.Tensor]]:
-        """Receive one message from group rank ``src`` into fresh tensors."""
+    def recv(self, src: int) -> dict[str, torch.Tensor]:
+        """Receive one message from group rank ``src`` into fresh tensors, as a dict (vLLM zips the keys
+        back onto its tensor list)."""
         self._check(src)
-        expected = self._expect.get(src)                  # PP sends the same layout every step: allocate its
-        fresh = _allocate(expected) if expected else None   # tensors now, while the wait hides the cost
+        inbox = self._inbox.get(src)                      # the layout src sent last: PP sends the same one
+        if inbox is not None:                             # every step, so its tensors and dict are made now,
+            out, destinations = inbox.allocate()          # while the wait hides the cost
         r, base = self._arrival(src)
-        layout = self._decode(src, base)
-        if layout.total > self.chunk:
-            self._expect.pop(src, None)
-            return self._recv_stream(layout, src, r)
-        if layout is not expected:
-            self._expect[src], fresh = layout, _allocate(layout)
-        tensors, destinations = fresh
-        for dst_bytes, src_bytes in zip(destinations, self._payload(src, r % 2, base, layout)):
+        half = r % 2
+        if inbox is None or inbox.headers[half] != inbox.layout.header:   # compared in place
+            inbox = self._learn(src, base)                # another layout: parse and validate its header
+            if inbox.layout.total > self.chunk:
+                return self._recv_stream(inbox.layout, src, r)
+            out, destinations = inbox.allocate()
+        for dst_bytes, src_bytes in zip(destinations, inbox.payload[half]):
             dst_bytes[:] = src_bytes                      # the copy out
         self._release(src, r)
-        return list(zip(layout.keys, tensors))
+        return out
 
     # the hand-off, shared by send/recv and the raw ping-pong the benchmark uses as its floor
     def _claim(self, dst: int) -> tuple[int, int]:
@@ -502,42 +504,50 @@ class ShmGroup:
         self._release(src, r)
 
     # the phases of one message
-    def _copy_in(self, layout: Layout, items, base: int) -> None:
+    def _copy_in(self, layout: Layout, ptrs: list[int], base: int) -> None:
         """Header and tensors into the own half at ``base`` (lengths from the validated layout)."""
-        mem = self._mem[self.rank]
-        mem[base:base + len(layout.header)] = layout.header
-        for (_, t), off, n in zip(items, layout.offsets, layout.nbytes):
-            mem[base + off:base + off + n] = _bytes_at(t.data_ptr(), n)
+        self._mem[self.rank][base:base + len(layout.header)] = layout.header
+        for dst_bytes, ptr in zip(self._slices(self.rank, base, layout), ptrs):
+            dst_bytes[:] = _bytes_at(ptr, len(dst_bytes))
 
-    def _decode(self, src: int, base: int) -> Layout:
-        hlen = _HDR.unpack_from(self._mem[src], base)[2]
+    def _learn(self, src: int, base: int) -> "_Inbox":
+        """The header at ``base`` in ``src``'s outbox, parsed and validated, remembered as its next expected layout."""
+        mem = self._mem[src]
+        hlen = _HDR.unpack_from(mem, base)[2]
         try:
             if not _HDR.size <= hlen <= HEADER_ROOM:
                 raise ValueError(f"header length {hlen}")
-            return self._codec.decode(bytes(self._mem[src][base:base + hlen]))
+            layout = self._codec.decode(bytes(mem[base:base + hlen]))
         except ValueError as exc:
             raise RuntimeError(f"shm group {self.group_name!r}: corrupt header from "
                                f"{self.peer_labels[src]} ({exc})") from None
+        if layout.total > self.chunk:
+            self._inbox.pop(src, None)
+            return _Inbox(layout, (), ())
+        halves = [self._outbox(self.rank, r, src) for r in (0, 1)]
+        inbox = self._inbox[src] = _Inbox(layout, tuple(mem[h:h + hlen] for h in halves),
+                                          tuple(self._slices(src, h, layout) for h in halves))
+        return inbox
 
-    def _payload(self, src: int, half: int, base: int, layout: Layout) -> list[memoryview]:
-        """Each tensor's bytes in ``src``'s half, as memoryview slices (cached per half and layout)."""
-        views = self._views.get((src, half, layout.header))
+    def _slices(self, p: int, base: int, layout: Layout) -> list[memoryview]:
+        """Each tensor's bytes in rank ``p``'s half at ``base``, as memoryview slices (cached per half and layout)."""
+        views = self._views.get((p, base, layout.header))
         if views is None:
-            mem = self._mem[src]
+            mem = self._mem[p]
             views = [mem[base + off:base + off + n] for off, n in zip(layout.offsets, layout.nbytes)]
             if len(self._views) >= 64:
                 self._views.clear()
-            self._views[(src, half, layout.header)] = views
+            self._views[(p, base, layout.header)] = views
         return views
 
     # messages larger than a half: stream chunk by chunk through both halves
-    def _send_stream(self, layout: Layout, items, dst: int) -> int:
+    def _send_stream(self, layout: Layout, ptrs: list[int], dst: int) -> int:
         chunk, addr = self.chunk, self._addr[self.rank]
         s, base = self._claim(dst)
         _memmove(addr + base, layout.header, len(layout.header))
         pos = pad(len(layout.header))
-        for (_, t), n in zip(items, layout.nbytes):
-            off, ptr = 0, t.data_ptr()
+        for ptr, n in zip(ptrs, layout.nbytes):
+            off = 0
             pos = pad(pos) if n else pos
             while off < n:
                 if pos >= chunk:                          # this half is full: publish it, take the next
@@ -551,7 +561,7 @@ class ShmGroup:
         self._publish(dst, s)
         return len(layout.header)
 
-    def _recv_stream(self, layout: Layout, src: int, r: int) -> list[tuple[str, torch.Tensor]]:
+    def _recv_stream(self, layout: Layout, src: int, r: int) -> dict[str, torch.Tensor]:
         chunk, addr = self.chunk, self._addr[src]
         base = self._outbox(self.rank, r, src)
         out = layout.empty()
@@ -569,13 +579,22 @@ class ShmGroup:
                 pos += k
                 off += k
         self._release(src, r)
-        return list(zip(layout.keys, out))
+        return dict(zip(layout.keys, out))
 
 
-def _allocate(layout: Layout) -> tuple[list[torch.Tensor], list[memoryview]]:
-    """Fresh tensors for ``layout`` and writable memoryviews of their bytes."""
-    tensors = layout.empty()
-    return tensors, [_bytes_at(t.data_ptr(), n) for t, n in zip(tensors, layout.nbytes)]
+class _Inbox:
+    """What a receiver keeps of the layout a peer sent last: views of its header and of each tensor's
+    bytes in both halves of the peer's outbox, so a repeated layout is checked and copied without parsing."""
+    __slots__ = ("layout", "headers", "payload")
+
+    def __init__(self, layout: Layout, headers: tuple, payload: tuple):
+        self.layout, self.headers, self.payload = layout, headers, payload
+
+    def allocate(self) -> tuple[dict[str, torch.Tensor], list[memoryview]]:
+        """Fresh tensors of the layout, already in the dict ``recv`` returns, and writable views of their bytes."""
+        tensors = self.layout.empty()
+        return (dict(zip(self.layout.keys, tensors)),
+                [_bytes_at(t.data_ptr(), n) for t, n in zip(tensors, self.layout.nbytes)])
 
 
 _BYTES_AT: dict[tuple[int, int], memoryview] = {}

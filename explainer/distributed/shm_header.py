@@ -95,9 +95,13 @@ def check_tensors(items: list[tuple[object, object]]) -> None:
     if len(items) > MAX_TENSORS:
         raise ShmPayloadError(f"{len(items)} tensors is more than the shared-memory channel takes "
                               f"(accepted: 0..{MAX_TENSORS}, as vLLM's 8-entry TensorListMeta)")
+    seen = set()
     for key, t in items:
         if not isinstance(key, str) or len(key.encode()) > MAX_KEY_BYTES:
             raise ShmPayloadError(f"key {key!r}: accepted keys are str of at most {MAX_KEY_BYTES} UTF-8 bytes")
+        if key in seen:
+            raise ShmPayloadError(f"key {key!r} appears twice; accepted: distinct keys (the receiver builds a dict)")
+        seen.add(key)
         if not isinstance(t, torch.Tensor):
             raise ShmPayloadError(f"key {key!r} holds a {type(t).__name__}; accepted: {_accepted()}")
         if not t.is_cpu or not t.is_contiguous() or t.dtype not in DTYPE_CODE or t.dim() > MAX_DIMS:
@@ -128,19 +132,25 @@ class HeaderCodec:
         self._by_items: dict[tuple, Layout] = {}
         self._by_header: dict[bytes, Layout] = {}
 
-    def encode(self, items: list[tuple[str, torch.Tensor]]) -> Layout:
-        """The layout of ``items``. A cached layout vouches for keys, dtypes and shapes; the types,
-        contiguity and device are checked on every call (anything unusual takes the full check)."""
-        key = []
+    def encode(self, items) -> tuple[Layout, list[int]]:
+        """The layout of ``items`` and each tensor's data address, read in one pass. A cached layout vouches
+        for keys, dtypes and shapes; type, contiguity and device are checked on every call (anything
+        unusual takes the full check, which raises the clear error; a Tensor subclass passes)."""
+        key, ptrs = [], []
         for k, t in items:
             if type(k) is not str or type(t) is not torch.Tensor or not t.is_contiguous() or not t.is_cpu:
-                return build_layout(items)                # raises the clear error (a Tensor subclass passes)
+                return self._build(items)
             key += (k, t.dtype, t.shape)
+            ptrs.append(t.data_ptr())
         layout = self._by_items.get(tuple(key))
         if layout is None:
-            layout = build_layout(items)
-            _remember(self._by_items, tuple(key), layout)
-        return layout
+            return self._build(items)
+        return layout, ptrs
+
+    def _build(self, items) -> tuple[Layout, list[int]]:
+        layout = build_layout(items)
+        _remember(self._by_items, tuple(x for k, t in items for x in (k, t.dtype, t.shape)), layout)
+        return layout, [t.data_ptr() for _, t in items]
 
     def decode(self, header: bytes) -> Layout:
         """A peer's header -> ``Layout``; anything inconsistent raises ``ValueError``."""
