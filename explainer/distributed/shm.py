@@ -508,7 +508,10 @@ class ShmGroup:
         """Header and tensors into the own half at ``base`` (lengths from the validated layout)."""
         self._mem[self.rank][base:base + len(layout.header)] = layout.header
         for dst_bytes, ptr in zip(self._slices(self.rank, base, layout), ptrs):
-            dst_bytes[:] = _bytes_at(ptr, len(dst_bytes))
+            src_bytes = _BYTES_AT.get(ptr)                # a view of the tensor's memory (see _bytes_at)
+            if src_bytes is None or len(src_bytes) != len(dst_bytes):
+                src_bytes = _bytes_at(ptr, len(dst_bytes))
+            dst_bytes[:] = src_bytes
 
     def _learn(self, src: int, base: int) -> "_Inbox":
         """The header at ``base`` in ``src``'s outbox, parsed and validated, remembered as its next expected layout."""
@@ -531,13 +534,13 @@ class ShmGroup:
 
     def _slices(self, p: int, base: int, layout: Layout) -> list[memoryview]:
         """Each tensor's bytes in rank ``p``'s half at ``base``, as memoryview slices (cached per half and layout)."""
-        views = self._views.get((p, base, layout.header))
+        views = self._views.get((p, base, layout))
         if views is None:
             mem = self._mem[p]
             views = [mem[base + off:base + off + n] for off, n in zip(layout.offsets, layout.nbytes)]
             if len(self._views) >= 64:
                 self._views.clear()
-            self._views[(p, base, layout.header)] = views
+            self._views[(p, base, layout)] = views
         return views
 
     # messages larger than a half: stream chunk by chunk through both halves
@@ -597,17 +600,17 @@ class _Inbox:
                 [_bytes_at(t.data_ptr(), n) for t, n in zip(tensors, self.layout.nbytes)])
 
 
-_BYTES_AT: dict[tuple[int, int], memoryview] = {}
+_BYTES_AT: dict[int, memoryview] = {}
 
 
 def _bytes_at(ptr: int, n: int) -> memoryview:
     """``n`` bytes of process memory at ``ptr`` as a memoryview (no copy), cached by address: the
     allocator hands a PP stage the same addresses step after step, and building a view costs as much
     as ~5 copies of 4 KiB. Only ever used while a live tensor occupies those bytes."""
-    view = _BYTES_AT.get((ptr, n))
-    if view is None:
+    view = _BYTES_AT.get(ptr)
+    if view is None or len(view) != n:
         view = memoryview((ctypes.c_char * n).from_address(ptr)).cast("B") if n else memoryview(bytearray())
         if len(_BYTES_AT) >= 256:
             _BYTES_AT.clear()
-        _BYTES_AT[(ptr, n)] = view
+        _BYTES_AT[ptr] = view
     return view

@@ -46,9 +46,11 @@ def pad(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Layout:
-    """One message shape: the packed header and where each tensor's bytes go inside the message."""
+    """One message shape: the packed header and where each tensor's bytes go inside the message.
+    Compared and hashed by identity: each codec keeps one object per layout, and the channel keys its
+    cached views on it."""
     header: bytes
     keys: tuple[str, ...]
     dtypes: tuple[torch.dtype, ...]
