@@ -141,7 +141,7 @@ class GroupCoordinator:
         self.rank, self.local_rank = dist.get_rank(), local_rank
         timeout = datetime.timedelta(seconds=self.config.timeout)
         self.device_group = self.cpu_group = None
-        self._transfers = 0                               # 1st tensor dict: first-transfer, 2nd: steady-state
+        self._transfers = 0                               # counts the first two tensor dicts (phases)
         phases.enter("group-setup")
         for ranks in group_ranks:                         # every rank creates every group, same order
             device_group = _setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
@@ -236,9 +236,7 @@ class GroupCoordinator:
     def send_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> dict | None:
         if not dist.is_initialized() or self.world_size == 1:
             return tensor_dict
-        dst = (self.rank_in_group + 1) % self.world_size if dst is None else dst
-        self._check_peer(dst)
-        self._count_transfer()
+        dst = self._transfer_peer(dst, +1)
         if self.use_cpu_custom_send_recv:
             self.device_communicator.send_tensor_dict(tensor_dict, dst)
             return None
@@ -257,9 +255,7 @@ class GroupCoordinator:
     def recv_tensor_dict(self, src: int | None = None) -> dict[str, Any] | None:
         if not dist.is_initialized() or self.world_size == 1:
             return None
-        src = (self.rank_in_group - 1) % self.world_size if src is None else src
-        self._check_peer(src)
-        self._count_transfer()
+        src = self._transfer_peer(src, -1)
         if self.use_cpu_custom_send_recv:
             return self.device_communicator.recv_tensor_dict(src)
         tensor_dict: dict[str, Any] = {}
@@ -274,10 +270,17 @@ class GroupCoordinator:
                 tensor_dict[key] = value
         return tensor_dict
 
-    def _count_transfer(self) -> None:
-        self._transfers += 1
-        if self._transfers <= 2:
+    def _transfer_peer(self, r: int | None, step: int) -> int:
+        """The group rank one tensor dict goes to or comes from (default: the next / previous rank), checked.
+        The first two transfers mark the rank's phase (first-transfer, then steady-state)."""
+        if r is None:
+            r = (self.rank_in_group + step) % self.world_size
+        elif type(r) is not int or not 0 <= r < self.world_size or r == self.rank_in_group:
+            self._check_peer(r)
+        if self._transfers < 2:
+            self._transfers += 1
             phases.enter("first-transfer" if self._transfers == 1 else "steady-state")
+        return r
 
     def _check_peer(self, r: int) -> None:
         if not isinstance(r, int) or not 0 <= r < self.world_size or r == self.rank_in_group:

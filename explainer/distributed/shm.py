@@ -284,6 +284,7 @@ class ShmGroup:
         self._mem = [None] * self.world_size              # memoryview of each mapping: the hot path's copies
         self._addr = [0] * self.world_size
         self._codec, self._views, self._inbox = HeaderCodec(), {}, {}   # hot-path caches
+        self._header_at: dict[int, Layout] = {}           # own half offset -> the layout whose header is there
         self._view(self.rank)
         self._bell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._bell.bind(self._bell_addr(self.name))
@@ -495,6 +496,7 @@ class ShmGroup:
     def send_raw(self, data: memoryview, dst: int) -> None:
         """The floor: the same hand-off carrying the bytes of ``data`` (<= one half), no header, no tensors."""
         s, base = self._claim(dst)
+        self._header_at.pop(base, None)
         self._mem[self.rank][base:base + len(data)] = data
         self._publish(dst, s)
 
@@ -505,8 +507,11 @@ class ShmGroup:
 
     # the phases of one message
     def _copy_in(self, layout: Layout, ptrs: list[int], base: int) -> None:
-        """Header and tensors into the own half at ``base`` (lengths from the validated layout)."""
-        self._mem[self.rank][base:base + len(layout.header)] = layout.header
+        """Header and tensors into the own half at ``base`` (lengths from the validated layout). A half
+        that still holds this layout's header keeps it: the peer's cached copy of that line stays valid."""
+        if self._header_at.get(base) is not layout:
+            self._mem[self.rank][base:base + len(layout.header)] = layout.header
+            self._header_at[base] = layout
         for dst_bytes, ptr in zip(self._slices(self.rank, base, layout), ptrs):
             src_bytes = _BYTES_AT.get(ptr)                # a view of the tensor's memory (see _bytes_at)
             if src_bytes is None or len(src_bytes) != len(dst_bytes):
@@ -546,6 +551,7 @@ class ShmGroup:
     # messages larger than a half: stream chunk by chunk through both halves
     def _send_stream(self, layout: Layout, ptrs: list[int], dst: int) -> int:
         chunk, addr = self.chunk, self._addr[self.rank]
+        self._header_at.clear()                           # chunks overwrite the start of both halves
         s, base = self._claim(dst)
         _memmove(addr + base, layout.header, len(layout.header))
         pos = pad(len(layout.header))
