@@ -20,12 +20,14 @@ The hot path (a PP hand-off of a few KiB costs a few microseconds, so every Pyth
 
 * a message that fits one half (up to ``chunk_bytes``) takes the fast path: one wait, the copies,
   one counter store. Larger ones stream through both halves chunk by chunk (``ctypes.memmove``);
-* the layout (header bytes, offsets) is built and validated once per (key, dtype, shape) and cached
-  on both sides; each call still checks type, contiguity and device;
+* the sender reads each tensor's type, contiguity, device, dtype, shape and address in one pass; the
+  layout (header bytes, offsets) is built and validated once per (key, dtype, shape) and cached, and a
+  half that still holds the layout's header is not rewritten;
 * fast-path copies are memoryview slice assignments (a plain memcpy), over views of tensor memory
   cached by address; every length comes from a validated dtype and shape, never from the peer;
-* the receiver allocates the tensors of the layout its peer sent last *before* waiting (PP sends the
-  same layout every step), so when the peer runs on another core the allocation hides in the wait.
+* the receiver expects the layout its peer sent last (PP sends the same one every step): *before*
+  waiting it allocates that layout's tensors and the dict it returns, so the allocation hides in the
+  wait; on arrival it compares the header in place (``_Inbox``) and only parses one that differs.
 
 Differences from vLLM, on purpose: every wait is bounded and raises ``TimeoutError`` naming the
 peer, or ``PeerGoneError`` as soon as the peer's process is gone or it closed the channel (vLLM spins
@@ -35,32 +37,30 @@ abstract-namespace UNIX datagram socket, nothing in the filesystem) that the pub
 when it sees that flag; a short poll bounds any lost wake-up.
 
 Names are exchanged through the gloo group, and each owner unlinks its own name as soon as every
-rank has mapped it, so a crash after set-up leaves nothing in /dev/shm; ``close()``, ``atexit``,
-multiprocessing finalizers, exceptions during set-up and SIGTERM unlink it otherwise. Memory
+rank has mapped it, so a crash after set-up leaves nothing in /dev/shm (``shm_segments`` covers every
+other path). Memory
 ordering: a plain aligned 8-byte store after the data copy is a release on x86-64 (TSO); other
 architectures would need real fences (vLLM uses acquire/release atomics on aarch64).
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import mmap
 import os
-import re
 import secrets
 import select
-import signal
 import socket
 import time
 import warnings
-import weakref
-from multiprocessing import util as _mp_util
 from typing import Callable
 
 import torch
 
 from explainer.distributed import shm_wait
+from explainer.distributed.shm_segments import (  # noqa: F401  (re-exported: set-up and clean-up of segment names)
+    _LIVE_GROUPS, _OWNED_NAMES, SHM_DIR, ShmCapacityError, _install_exit_hooks, _pid_alive, _unlink_name,
+    check_capacity, check_segment_name, close_all, sweep_segments_of, sweep_stale_segments)
 from explainer.distributed.shm_header import (  # noqa: F401  (re-exported: the channel's public names)
     ALIGN, DTYPE_CODE, DTYPES, ENTRY, HDR, HEADER_ROOM, MAX_DIMS, MAX_KEY_BYTES, MAX_TENSORS, HeaderCodec, Layout,
     ShmPayloadError, check_tensors, pad)
@@ -68,7 +68,6 @@ from explainer.distributed.shm_header import (  # noqa: F401  (re-exported: the 
 MAX_RANKS = 8          # vLLM MAX_SHM_RANK_NUM
 DEFAULT_CHUNK_BYTES = 4 << 20   # one half-buffer; vLLM uses 2 MiB halves of a 4 MiB per-thread buffer
 MIN_CHUNK_BYTES = 64 << 10
-SHM_DIR = "/dev/shm"
 CTRL_BYTES = 4096
 _MAGIC_SEG = 0x4D485358          # "XSHM"
 _ALIVE, _CLOSED = 1, 2
@@ -87,128 +86,6 @@ def _sent_slot(p: int) -> int:
 
 def _acked_slot(p: int) -> int:
     return 8 * (1 + MAX_RANKS + p)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-
-
-# --- the process-wide registry of names this process still has to unlink ---------------------
-_OWNED_NAMES: set[str] = set()
-_LIVE_GROUPS: "weakref.WeakSet[ShmGroup]" = weakref.WeakSet()
-_hooks = {"exit": False, "sigterm": None}
-
-
-def _unlink_name(name: str) -> None:
-    try:
-        os.unlink(os.path.join(SHM_DIR, name))
-    except FileNotFoundError:
-        pass
-    _OWNED_NAMES.discard(name)
-
-
-_SEGMENT_TAIL = re.compile(r"-cpushm_(\d+)-(\d+)-[0-9a-f]{8}$")   # <group>_<rank>-<creator pid>-<hex8>
-
-
-class ShmCapacityError(RuntimeError):
-    """/dev/shm has less free space than a segment needs (a tmpfs that fills up kills a rank with SIGBUS)."""
-
-
-def check_segment_name(name: str, group_name: str, rank: int) -> str:
-    """A segment name received from a peer: exactly ``<group_name>_<rank>-<pid>-<8 hex>``, one path
-    component inside SHM_DIR. Checked BEFORE anything is opened, so a peer cannot point a rank at
-    another file (``../etc/hostname``, ``/etc/hostname``)."""
-    ok = (isinstance(name, str) and "/" not in name and "\0" not in name and ".." not in name
-          and 0 < len(name) <= 255 and re.fullmatch(re.escape(f"{group_name}_{rank}-") + r"\d+-[0-9a-f]{8}", name))
-    if not ok:
-        raise ShmPayloadError(f"segment name {name!r} received for group rank {rank} is not accepted; "
-                              f"expected {group_name}_{rank}-<pid>-<8 hex digits> inside {SHM_DIR}")
-    return name
-
-
-def check_capacity(nbytes: int, directory: str = SHM_DIR) -> None:
-    """Refuse to size a segment the tmpfs cannot hold (``os.statvfs``), naming the bytes needed."""
-    st = os.statvfs(directory)
-    free = st.f_bavail * st.f_frsize
-    if free < nbytes:
-        raise ShmCapacityError(f"{directory} has {free} bytes free; a shared-memory segment of this group needs "
-                               f"{nbytes} bytes (raise the tmpfs size, e.g. docker --shm-size, or lower "
-                               f"EXPLAINER_SHM_CHUNK_BYTES)")
-
-
-def sweep_segments_of(pid: int) -> list[str]:
-    """Unlink every segment a (dead) process created; returns the names. Covers a rank SIGKILLed during set-up,
-    before its peers knew its segment's name (after set-up, peers unlink a dead rank's segment themselves)."""
-    suffix = re.compile(rf"-cpushm_\d+-{pid}-[0-9a-f]{{8}}$")
-    swept = [n for n in os.listdir(SHM_DIR) if suffix.search(n)] if os.path.isdir(SHM_DIR) else []
-    for name in swept:
-        _unlink_name(name)
-    return swept
-
-
-def sweep_stale_segments() -> list[str]:
-    """Unlink every segment of ours (by name pattern, owned by this user) whose creator pid is gone:
-    what a SIGKILLed process group left behind. Run on every set-up; returns the names."""
-    if not os.path.isdir(SHM_DIR):
-        return []
-    swept, uid = [], os.getuid()
-    for name in os.listdir(SHM_DIR):
-        m = _SEGMENT_TAIL.search(name)
-        if not m or _pid_alive(int(m.group(2))):
-            continue
-        try:
-            if os.lstat(os.path.join(SHM_DIR, name)).st_uid != uid:
-                continue
-        except FileNotFoundError:
-            continue
-        _unlink_name(name)
-        swept.append(name)
-    return swept
-
-
-def close_all() -> None:
-    """Close every live channel of this process and unlink every name it created."""
-    for g in list(_LIVE_GROUPS):
-        g.close()
-    for name in list(_OWNED_NAMES):
-        _unlink_name(name)
-
-
-def _on_sigterm(signum, frame):
-    for name in list(_OWNED_NAMES):                       # then die as the signal intended
-        _unlink_name(name)
-    prev = _hooks["sigterm"]
-    signal.signal(signum, prev)
-    if callable(prev):
-        prev(signum, frame)
-    else:
-        os.kill(os.getpid(), signum)
-
-
-def _install_exit_hooks() -> None:
-    if not _hooks["exit"]:
-        _hooks["exit"] = True
-        atexit.register(close_all)
-        _mp_util.Finalize(None, close_all, exitpriority=100)  # forked children skip atexit
-    if _hooks["sigterm"] is None:
-        try:
-            prev = signal.getsignal(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, _on_sigterm)
-            _hooks["sigterm"] = prev if prev is not None else signal.SIG_DFL
-        except ValueError:        # not the main thread: atexit and finalizers still apply
-            pass
 
 
 class ShmGroup:
