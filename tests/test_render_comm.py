@@ -162,7 +162,7 @@ def test_dot_sources_render():
 
 def test_bench_figure_plots_both_paths_and_memcpy():
     sizes = (4096, 1 << 20)
-    m = {"latency": {"shm": 2e-5, "generic": 2e-3}, "memcpy": 1e10,
+    m = {"latency": {"shm": 2e-5, "generic": 2e-3, "floor": 8e-6}, "memcpy": 1e10,
          "throughput": {"shm": {s: 5e9 for s in sizes}, "generic": {str(s): 1e8 for s in sizes}}}
     fig = R.bench_figure(m)
     a, b = fig.axes
@@ -171,6 +171,10 @@ def test_bench_figure_plots_both_paths_and_memcpy():
     assert any("memcpy" in x for x in labels)
     shm = next(line for line in b.lines if "shared memory" in line.get_label())
     assert list(shm.get_ydata()) == pytest.approx([4096 / 5e9 * 1e6, (1 << 20) / 5e9 * 1e6])
+    points = {c.get_label(): c.get_offsets()[0][1] for c in b.collections}   # the three one-way stars
+    assert points["raw shared-memory floor: 4 KiB one-way"] == pytest.approx(8.0)
+    assert points["shm: 4 KiB ping-pong one-way"] == pytest.approx(20.0)
+    assert all(ax.get_legend().get_bbox_to_anchor().y0 < ax.get_window_extent().y0 for ax in (a, b))   # legends below
 
 
 def _edge_label(dot: str, a: str, b: str) -> str:
