@@ -321,8 +321,8 @@ def bench_figure(m: Mapping):
     """``explainer.bench.comm.measure()`` -> matplotlib figure: throughput and time per dict vs size."""
     from matplotlib.figure import Figure                  # not pyplot: no global state, shown once
     sizes = sorted(int(s) for s in m["throughput"]["shm"])
-    fig = Figure(figsize=(10, 4.6))
-    a, b = fig.subplots(1, 2)
+    fig = Figure(figsize=(7, 9))                         # stacked: legible at a 700 px column
+    a, b = fig.subplots(2, 1)
     styles = {"shm": ("shared memory (custom path)", "#009E73", "o"),          # Okabe-Ito; shapes differ too
               "generic": ("torch.distributed gloo (generic path)", "#D55E00", "s")}
     for path, (label, color, mk) in styles.items():
@@ -345,7 +345,7 @@ def bench_figure(m: Mapping):
         ax.set_ylabel(unit)
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)   # below: no point hidden
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False)   # below: no point hidden
     fig.tight_layout()
     return fig
 
