@@ -116,6 +116,21 @@ def test_payload_several_times_the_chunk_streams_through(pair):
     _equal(transfer(b, a, list(back.items()), dst=0, src=1), back)
 
 
+def test_small_big_small_and_raw_bytes_keep_headers_right(pair):
+    """A streamed message and a raw hand-off overwrite the start of both halves: the sender must write
+    the small layout's header again (it skips a header a half still holds) and the receiver re-learn it."""
+    a, b = pair
+    small = {"hidden_states": torch.randn(64), "residual": torch.randn(64)}
+    big = {"hidden_states": torch.randn(3 * CHUNK // 4)}
+    for msg in (small, small, big, small, small, big, small):
+        _equal(transfer(a, b, list(msg.items())), msg)
+    _equal(transfer(a, b, list(small.items())), small)   # now both halves hold the small header
+    raw = os.urandom(4096)
+    a.send_raw(memoryview(raw), 1)
+    b.recv_raw(memoryview(bytearray(4096)), 0)
+    for _ in range(3):                                    # both halves after the raw bytes
+        _equal(transfer(a, b, list(small.items())), small)
+
 def test_empty_message(pair):
     a, b = pair
     assert transfer(a, b, []) == {}
