@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from explainer.distributed.procs import pid_alive
 from explainer.errors import UsageError
 
 SUBNET = "10.213.15.0/30"
@@ -142,21 +143,11 @@ def sweep_stale() -> list[str]:
     swept = []
     for ns in our_namespaces():
         m = re.match(rf"{NS_PREFIX}(\d+)-", ns)
-        if m and not _alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             _kill_netns_pids(ns)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=STEP_TIMEOUT)
             swept.append(ns)
     return swept
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def _netns_pids(ns: str) -> list[int]:

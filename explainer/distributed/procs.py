@@ -46,6 +46,23 @@ def proc_state(pid: int | None) -> str | None:
         return None
 
 
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (``/proc``; ``kill(pid, 0)`` where /proc is unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+
 def _stopped(pid: int | None) -> bool:
     return proc_state(pid) in ("T", "t")
 

@@ -17,25 +17,10 @@ import signal
 import weakref
 from multiprocessing import util as _mp_util
 
+from explainer.distributed.procs import pid_alive as _pid_alive
 from explainer.distributed.shm_header import ShmPayloadError
 
 SHM_DIR = "/dev/shm"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
 
 
 # --- the process-wide registry of names this process still has to unlink ---------------------
