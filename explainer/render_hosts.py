@@ -91,9 +91,10 @@ def hosts_dot(record: Mapping) -> str:
         raise ValueError("hosts_dot draws a record of a --backend hosts run (details.hosts with 2 hosts)")
     ok, outcome = outcome_text(record)
     net = record["details"]["hosts"]
+    # node margin: browsers may draw the labels wider than Graphviz measured them; the padding keeps them inside
     lines = ["digraph two_hosts {", 'graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.4, '
              'ranksep=0.35, labeljust=l];', 'node [shape=box, style="rounded,filled", fontname="Helvetica", '
-             f'fontsize=10, fillcolor="{NOTE_FILL}"];', 'edge [fontname="Helvetica", fontsize=9];']
+             f'fontsize=10, fillcolor="{NOTE_FILL}", margin="0.22,0.07"];', 'edge [fontname="Helvetica", fontsize=9];']
     for v in views:
         k = v["rank"]
         bad = v["error"] is not None
