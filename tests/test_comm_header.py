@@ -3,6 +3,7 @@ behaviour (fresh tensors every message, raw hand-off) and the wait policy's argu
 
 import os
 import struct
+import time
 
 import pytest
 import torch
@@ -148,6 +149,34 @@ def test_wait_policy_arguments_and_phases():
     assert shm_wait.spin_then_yield(ctrl, 1, 5)           # already there
     assert not shm_wait.spin_then_yield(ctrl, 1, 6, shm_wait.WaitPolicy(spin_us=0, yield_us=50))   # give up: sleep next
 
+
+
+def test_a_contended_yield_makes_the_next_waits_spin_longer_then_phase_2_returns(monkeypatch):
+    """A yield that takes a whole slice (another task held the core) ends the wait (sleep next) and starts
+    a back-off: for backoff_ms, each wait spins backoff_spin_us before its one yield; then phase 2 returns
+    (yielding from spin_us on). Read from when each wait's first yield happens."""
+    yields = []
+
+    def slow_yield():                                     # as if a busy loop ran for its slice
+        yields.append(time.perf_counter())
+        time.sleep(0.002)
+    monkeypatch.setattr(shm_wait.os, "sched_yield", slow_yield)
+    monkeypatch.setattr(shm_wait, "_yield_off_until", 0.0)
+    policy = shm_wait.WaitPolicy(spin_us=0, yield_us=50_000, contended_us=50, backoff_ms=150, backoff_spin_us=20_000)
+    ctrl = memoryview(bytearray(16)).cast("q")            # the awaited counter never arrives
+
+    def first_yield_after() -> float:
+        before, t = len(yields), time.perf_counter()
+        assert not shm_wait.spin_then_yield(ctrl, 1, 1, policy)     # time to sleep
+        assert len(yields) == before + 1                  # exactly one (slow) yield per wait
+        return yields[-1] - t
+    assert first_yield_after() < 0.015                    # phase 2 from the start (spin_us=0)
+    for _ in range(2):
+        assert first_yield_after() >= 0.020               # backing off: the 20 ms spin comes first
+    time.sleep(0.16)                                      # the back-off is over
+    assert first_yield_after() < 0.015
+    ctrl[1] = 1
+    assert shm_wait.spin_then_yield(ctrl, 1, 1, policy)   # data there: no wait at all
 
 def test_busy_load_ends_its_processes():
     with busy_load(2, max_seconds=30) as pids:
