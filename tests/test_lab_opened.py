@@ -65,20 +65,29 @@ def frame_text(output) -> str:
 
 
 def step(page, output, control: str) -> None:
+    """One step of a stepper, by its own control; the frame text must change. A key press or click that
+    JupyterLab takes while it is still busy is made again (at most three times)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     before = frame_text(output)
-    if "IntSliderModel" in control:
-        # the stepper's slider is the output's last one (a knob's own sliders, e.g. the entropy bound, come first)
-        handle = output.locator(".widget-slider .noUi-handle").last
-        handle.focus()                                  # a stepper stored on its last frame steps back
-        at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
-        handle.press("ArrowLeft" if at_end else "ArrowRight")
-    elif "ToggleButtonsModel" in control:
-        output.locator(".widget-toggle-button").nth(1).click()
-    else:
-        raise AssertionError(f"a stepper driven by {control}: teach this test how to step it")
-    page.wait_for_function("([el, before]) => [...el.querySelectorAll('.widget-html-content')]"
-                           ".map(e => e.innerText).join('\\n') !== before",
-                           arg=[output.element_handle(), before], timeout=20_000)
+    for attempt in range(3):
+        if "IntSliderModel" in control:
+            # the stepper's slider is the output's last one (a knob's own sliders, e.g. the entropy bound, come first)
+            handle = output.locator(".widget-slider .noUi-handle").last
+            handle.focus()                              # a stepper stored on its last frame steps back
+            at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+            handle.press("ArrowLeft" if at_end else "ArrowRight")
+        elif "ToggleButtonsModel" in control:
+            output.locator(".widget-toggle-button").nth(1).click()
+        else:
+            raise AssertionError(f"a stepper driven by {control}: teach this test how to step it")
+        try:
+            page.wait_for_function("([el, before]) => [...el.querySelectorAll('.widget-html-content')]"
+                                   ".map(e => e.innerText).join('\\n') !== before",
+                                   arg=[output.element_handle(), before], timeout=7_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
 
 
 def shut_down_kernels(base: str) -> None:
