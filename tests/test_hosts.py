@@ -5,11 +5,13 @@ this process's pid, no process it started (ranks and torchrun agents, by pid), n
 named after either host's ident in the machine's /dev/shm.
 """
 
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -43,6 +45,8 @@ def _assert_nothing_left(pids=(), idents=(), launcher_pid=None):
     shm = os.listdir("/dev/shm")
     assert [n for n in shm for i in idents if i and n.startswith(f"{i}-")] == []
     assert "host0-marker" not in shm and "host1-marker" not in shm   # the hosts' tmpfs never was the machine's
+    workdirs = glob.glob(os.path.join(tempfile.gettempdir(), f"{hosts.WORKDIR_PREFIX}{launcher_pid or os.getpid()}-*"))
+    assert workdirs == []                               # the launcher's work folder too
 
 
 def _hosts_facts(res):

@@ -5,7 +5,8 @@ are ``lo`` and ``eth0`` (one end of the veth pair, on the private /30 ``10.213.1
 other route). Every step runs ``ip`` with a timeout and raises ``HostStepError(step, why)`` when it fails;
 ``create_hosts`` removes what it made before raising. ``destroy_hosts`` ends every process inside the
 namespaces by pid (SIGTERM, then SIGKILL), then deletes the namespaces, which removes the veth ends.
-Namespace names carry the launcher's pid, so ``sweep_stale`` can remove what a SIGKILLed launcher left.
+Namespace names and the launcher's work folder (``/tmp/explainer-hosts-<pid>-*``) carry the launcher's pid,
+so ``sweep_stale`` can remove what a SIGKILLed launcher left.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -30,6 +32,7 @@ PREFIX_LEN = 30
 IFNAME = "eth0"                      # each host's end of the veth pair, as on a real machine
 MASTER_PORT = 29500                  # torchrun's default; free by construction in a fresh namespace
 NS_PREFIX = "explainer-"             # namespace names: explainer-<launcher pid>-<run>-host<k>
+WORKDIR_PREFIX = "explainer-hosts-"  # the launcher's work folder in the temp dir: explainer-hosts-<pid>-<random>
 STEP_TIMEOUT = 10.0
 SHM_SIZE = "256m"
 _RUNS = itertools.count()
@@ -139,7 +142,8 @@ def our_namespaces(pid: int | None = None) -> list[str]:
 
 
 def sweep_stale() -> list[str]:
-    """Delete namespaces whose launcher pid is gone (it was SIGKILLed before its teardown ran)."""
+    """Delete namespaces whose launcher pid is gone (it was SIGKILLed before its teardown ran), and that
+    launcher's work folder; returns the namespaces."""
     swept = []
     for ns in our_namespaces():
         m = re.match(rf"{NS_PREFIX}(\d+)-", ns)
@@ -147,6 +151,13 @@ def sweep_stale() -> list[str]:
             _kill_netns_pids(ns)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=STEP_TIMEOUT)
             swept.append(ns)
+    tmp, uid = tempfile.gettempdir(), os.getuid()
+    for name in os.listdir(tmp):
+        m = re.fullmatch(rf"{WORKDIR_PREFIX}(\d+)-[A-Za-z0-9_]+", name)
+        path = os.path.join(tmp, name)
+        if m and not pid_alive(int(m.group(1))) and os.path.isdir(path) and not os.path.islink(path) \
+                and os.lstat(path).st_uid == uid:
+            shutil.rmtree(path, ignore_errors=True)
     return swept
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable
 from explainer.distributed.host_namespaces import (  # noqa: F401 - re-exported: the hosts API in one place
     ADDRESSES, IFNAME, MASTER_PORT, NS_PREFIX, SHM_SIZE, STEP_TIMEOUT, SUBNET, Host, HostStepError,
     HostsUnavailable, _last_line, _netns_pids, _torchrun, check_available, create_hosts, destroy_hosts,
-    our_namespaces, sweep_stale, unavailable_reason)
+    WORKDIR_PREFIX, our_namespaces, sweep_stale, unavailable_reason)
 from explainer.distributed.launch import RankResult
 
 
@@ -81,7 +81,7 @@ def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
         raise ValueError(f"timeout {timeout}: accepted are seconds > 0")
     check_available()
     t0 = time.monotonic()
-    workdir = tempfile.mkdtemp(prefix=f"explainer-hosts-{os.getpid()}-")
+    workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")   # swept by pid if we are SIGKILLed
     hosts: list[Host] = []
     try:
         with _sigterm_as_interrupt():
