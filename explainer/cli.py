@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
                     stream.flush()
                 except (OSError, ValueError):
                     pass
+            try:                                          # what os._exit would skip: multiprocessing's finalizers
+                import multiprocessing.util               # (its pymp-* temp dir with the forkserver's socket)
+                multiprocessing.util._run_finalizers()
+            except Exception:                             # noqa: BLE001 - exiting anyway
+                pass
             os._exit(130)
         return 130
     except BrokenPipeError:

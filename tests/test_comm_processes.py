@@ -252,9 +252,10 @@ def test_launch_ends_overrunning_ranks_and_returns_values():
         values(res)
 
 
-def test_runs_under_torchrun():
+def test_runs_under_torchrun(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "-m", "explainer.distributed.launch"], capture_output=True, text=True, timeout=120)
+                           "-m", "explainer.distributed.launch"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})   # torchrun's own torchelastic_* logs
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "names_agree=yes -> shm" in proc.stdout
     assert "'received': {'hidden_states': [2, 4], 'residual': [2, 4]}" in proc.stdout

@@ -172,8 +172,8 @@ def _cli_paused(phase: str, extra_env: dict | None = None) -> tuple[subprocess.P
     (signal.SIGINT, "parent", "first-transfer"), (signal.SIGTERM, "parent", "group-setup"),
     (signal.SIGKILL, "parent", "first-transfer"), (signal.SIGINT, "group", "rendezvous"),
     (signal.SIGTERM, "group", "first-transfer"), (signal.SIGKILL, "group", "shm-setup")])
-def test_parent_or_group_signalled(sig, target, phase):
-    cli, rank1, procs = _cli_paused(phase)
+def test_parent_or_group_signalled(sig, target, phase, tmp_path):
+    cli, rank1, procs = _cli_paused(phase, {"TMPDIR": str(tmp_path)})
     assert rank1 in procs and len(procs) >= 3, procs      # forkserver, ranks (and the resource tracker)
     t0 = time.monotonic()
     (os.kill if target == "parent" else os.killpg)(cli.pid, sig)
@@ -191,6 +191,7 @@ def test_parent_or_group_signalled(sig, target, phase):
         lines = [ln for ln in err.splitlines() if ln.strip() and "explainer-fault" not in ln]
         assert len(lines) == 1 and lines[0].startswith("interrupted"), err
         assert took <= 3.0, took
+        assert list(tmp_path.iterdir()) == []              # multiprocessing's pymp-* folder too
     # a killed group may leave the segment of a rank caught in set-up; the next launch sweeps it
     launch(ping_pong_rank, 2, args=(1,), env_per_rank=[{"EXPLAINER_COMM_TIMEOUT": str(T)}] * 2, timeout=60)
     assert _segments_of(procs) == []

@@ -116,7 +116,7 @@ def _start_host(h: Host, nnodes: int, workdir: str, comm_timeout: float, run: Ho
     env = {k: v for k, v in os.environ.items()
            if k not in ("EXPLAINER_DIST_IDENT", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(GLOO_SOCKET_IFNAME=h.ifname, OMP_NUM_THREADS="1", EXPLAINER_COMM_TIMEOUT=str(comm_timeout),
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", TMPDIR=workdir)   # torchrun's torchelastic_* logs go where teardown removes them
     node = [sys.executable, "-m", "explainer.distributed.hosts_node", "--node-rank", str(h.index),
             "--nnodes", str(nnodes), "--hostname", h.hostname, "--master-addr", ADDRESSES[0],
             "--master-port", str(MASTER_PORT), "--workdir", workdir, "--shm-size", SHM_SIZE,
