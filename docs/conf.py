@@ -74,7 +74,7 @@ suppress_warnings = ["mystnb.unknown_mime_type"]  # e.g. image/png next to its t
 autodoc_default_options = {"members": False}
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
-toc_object_entries_show_parents = "hide"  # the page contents list `VOCAB`, not `explainer.task.VOCAB`
+toc_object_entries_show_parents = "hide"  # the page contents list `VOCAB`, not `explainer.model.task.VOCAB`
 napoleon_google_docstring = True
 
 # --- HTML -------------------------------------------------------------------------------------------

@@ -59,9 +59,9 @@ FIX_45828 = Fix(
             f'<a href="{VLLM}/pull/45828">#45828</a>'),
     caveat=("reconstructed from the file before and after the PR (the after-version also holds the TP fix #46177); "
             "the PR's own diff view was not examined"),
-    toy=(("explainer.registry.PreFixDiffusionGemmaForConditionalGeneration", ""),
-         ("explainer.registry.DiffusionGemmaForConditionalGeneration", "class "),
-         ("explainer.interfaces.supports_pp", "")),
+    toy=(("explainer.model.registry.PreFixDiffusionGemmaForConditionalGeneration", ""),
+         ("explainer.model.registry.DiffusionGemmaForConditionalGeneration", "class "),
+         ("explainer.model.interfaces.supports_pp", "")),
     notes=("the pre-fix toy class lists SupportsPP and sets make_empty_intermediate_tensors: the two removed lines",
            "the post-fix toy class lists neither; its forward still takes intermediate_tensors",
            "supports_pp needs both halves, so the startup check (EngineConfig.verify_with_parallel_config) "

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from explainer.errors import UsageError
-from explainer.registry import DEFAULT_MODEL, ModelRegistry
+from explainer.model.registry import DEFAULT_MODEL, ModelRegistry
 
 PP_MODES = ("generic", "generic-int64", "state-sync")
 PP_SCHEDULES = ("sync", "async")               # vLLM #33960 (historic) | #42187 (one batch in flight per stage)
@@ -54,7 +54,7 @@ class PipelineParallelNotSupportedError(NotImplementedError, ValueError):
 @lru_cache(maxsize=1)
 def checkpoint_metadata() -> dict:
     """The shipped checkpoint's config + generation config (a small JSON read, no weights)."""
-    from explainer.model import metadata
+    from explainer.model.diffusion_gemma import metadata
     return metadata()
 
 

@@ -183,8 +183,8 @@ def check_checkpoint() -> Check:
     try:
         import torch
 
-        from explainer import task
-        from explainer.model import CachedLM, load_pretrained, metadata as model_metadata
+        from explainer.model import task
+        from explainer.model.diffusion_gemma import CachedLM, load_pretrained, metadata as model_metadata
         from explainer.sampler import generate
 
         torch.set_num_threads(1)

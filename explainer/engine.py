@@ -30,8 +30,8 @@ import torch
 from explainer.config import EngineConfig
 from explainer.distributed.inprocess import InProcessWorld
 from explainer.errors import UsageError
-from explainer.interfaces import supports_pp
-from explainer.registry import ModelRegistry
+from explainer.model.interfaces import supports_pp
+from explainer.model.registry import ModelRegistry
 from explainer.runner import ModelRunner, ModelRunnerOutput, NewRequestData, SchedulerOutput
 from explainer.trace import EXECUTE_PHASES, SAMPLE_PHASES, Trace
 from explainer.warmup import warmup_kernels

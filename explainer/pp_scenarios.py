@@ -20,10 +20,10 @@ the run would fail at model load on rank 1 (an ``AttributeError``) instead of wi
 
 from __future__ import annotations
 
-from explainer import task
+from explainer.model import task
 from explainer.config import PipelineParallelNotSupportedError
 from explainer.engine import LLMEngine, RankFailure, error_summary
-from explainer.registry import DEFAULT_MODEL
+from explainer.model.registry import DEFAULT_MODEL
 from explainer.scenario import ScenarioResult, scenario
 from explainer.trace import Trace
 

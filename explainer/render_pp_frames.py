@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from explainer import task
+from explainer.model import task
 from explainer.render_pp import _received, _user_events, diverged_fields
 from explainer.trace import Trace
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from html import escape
 
-from explainer.timeline import PipelineTimeline
+from explainer.trace.timeline import PipelineTimeline
 
 __all__ = ["timeline_svg", "timelines_html", "cell_width"]
 

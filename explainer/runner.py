@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 import torch
 
 from explainer.config import EngineConfig
-from explainer.model import IntermediateTensors, KVCache, get_pp_indices
+from explainer.model.diffusion_gemma import IntermediateTensors, KVCache, get_pp_indices
 from explainer.pp_utils import PPHandler
-from explainer.registry import ModelRegistry
+from explainer.model.registry import ModelRegistry
 from explainer.sampler import denoise_step
 from explainer.trace import Trace
 

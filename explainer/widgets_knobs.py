@@ -39,9 +39,9 @@ def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: di
     """One real generation: (recorder, prompt tensor, text, config used)."""
     import torch
 
-    from explainer import task
+    from explainer.model import task
     from explainer.engine import one_torch_thread
-    from explainer.model import CachedLM
+    from explainer.model.diffusion_gemma import CachedLM
     from explainer.sampler import StepRecorder, generate
 
     cfg = {**gen_cfg, "entropy_bound": float(entropy_bound)}
@@ -89,7 +89,7 @@ class SamplerKnobs(_Knob):
         self.run()
 
     def run(self):
-        from explainer import task
+        from explainer.model import task
         from explainer.widgets_sampler import canvas_stepper
 
         start = time.perf_counter()
@@ -118,10 +118,10 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
     import contextlib
     import io
 
-    from explainer import task
+    from explainer.model import task
     from explainer.commands.accuracy import evaluate
     from explainer.pp_scenarios import PRE_FIX_MODEL, run_demo
-    from explainer.registry import DEFAULT_MODEL
+    from explainer.model.registry import DEFAULT_MODEL
 
     model = PRE_FIX_MODEL if pp > 1 else DEFAULT_MODEL
     fields = tuple(sync_fields) if (sync_fields is not None and mode == "state-sync" and pp > 1) else None

@@ -5,7 +5,7 @@ import re
 
 from explainer import annotated as A
 from explainer.distributed.parallel_state import GroupCoordinator
-from explainer.registry import PreFixDiffusionGemmaForConditionalGeneration
+from explainer.model.registry import PreFixDiffusionGemmaForConditionalGeneration
 
 
 def _changes(html: str, kind: str) -> list[str]:
@@ -22,8 +22,8 @@ def test_45828_shows_the_removed_interface_and_buffer_line_beside_the_toy():
     src = inspect.getsource(PreFixDiffusionGemmaForConditionalGeneration)
     assert src.rstrip("\n").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;") \
         .replace("'", "&#x27;") in html
-    where, _ = A.toy_source("explainer.registry.PreFixDiffusionGemmaForConditionalGeneration")
-    assert re.fullmatch(r"explainer/registry\.py:\d+–\d+", where)
+    where, _ = A.toy_source("explainer.model.registry.PreFixDiffusionGemmaForConditionalGeneration")
+    assert re.fullmatch(r"explainer/model/registry\.py:\d+–\d+", where)
 
 
 def test_40150_shows_the_gate_before_and_after_and_the_toys_gate():

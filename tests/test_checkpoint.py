@@ -5,9 +5,9 @@ import socket
 import pytest
 import torch
 
-from explainer import task
-from explainer.model import (CachedLM, DiffusionGemmaModel, get_pp_indices, load_pretrained, load_state_dict,
-                             metadata, num_parameters)
+from explainer.model import task
+from explainer.model.diffusion_gemma import (CachedLM, DiffusionGemmaModel, get_pp_indices, load_pretrained,
+                                             load_state_dict, metadata, num_parameters)
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_stage_slices_load_only_their_weights():
 
 
 def test_reproduces_recorded_held_out_accuracy():
-    from explainer.train import evaluate
+    from explainer.model.train import evaluate
 
     rec = metadata()["held_out"]
     res = evaluate(load_pretrained(), seed=rec["seed"], batch_size=rec["batch_size"])

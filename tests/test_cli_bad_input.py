@@ -37,7 +37,7 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the bad input was rejected")
     import explainer.commands.accuracy as acc
     import explainer.distributed.launch as launch
-    import explainer.train as train
+    import explainer.model.train as train
     monkeypatch.setattr(acc, "evaluate", boom)
     monkeypatch.setattr(train, "train", boom)
     monkeypatch.setattr(train, "record_accuracy", boom)
@@ -73,7 +73,7 @@ def test_bad_flag_exits_2_before_any_work(capsys, no_work, argv, words):
 
 
 def test_train_refuses_the_shipped_checkpoint_without_force(capsys, no_work):
-    from explainer.train import DEFAULT_OUT
+    from explainer.model.train import DEFAULT_OUT
     before = (DEFAULT_OUT / "spell_numbers.pt").stat().st_mtime_ns
     code, _, err = run_cli(capsys, "train", "--out", str(DEFAULT_OUT), "--steps", "1")
     assert code == 2
@@ -85,7 +85,7 @@ def test_train_refuses_the_shipped_checkpoint_without_force(capsys, no_work):
 
 
 def test_train_default_out_is_a_new_directory():
-    from explainer.train import DEFAULT_OUT, NEW_OUT
+    from explainer.model.train import DEFAULT_OUT, NEW_OUT
     assert (os.path.abspath(NEW_OUT) != str(DEFAULT_OUT.resolve()))
 
 
@@ -93,7 +93,7 @@ def test_train_default_out_is_a_new_directory():
 def test_damaged_checkpoint_exits_2_naming_the_file(capsys, tmp_path, damage, monkeypatch):
     import shutil
 
-    import explainer.train as train
+    import explainer.model.train as train
     monkeypatch.setattr(train, "record_accuracy", lambda *a, **k: pytest.fail("evaluated a damaged checkpoint"))
     for ext in ("pt", "json"):
         shutil.copy(train.DEFAULT_OUT / f"spell_numbers.{ext}", tmp_path / f"spell_numbers.{ext}")

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from explainer import task
+from explainer.model import task
 from explainer.engine import LLMEngine, one_torch_thread
 from explainer.errors import UsageError
-from explainer.model import CachedLM, load_pretrained
+from explainer.model.diffusion_gemma import CachedLM, load_pretrained
 from explainer.sampler import generate
 from explainer.trace import Trace
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from explainer import task
+from explainer.model import task
 from explainer.distributed.inprocess import BroadcastMismatchError, InProcessWorld, NothingPendingError
 from explainer.engine import LLMEngine, RankFailure
 from explainer.errors import UsageError

@@ -5,17 +5,18 @@ import multiprocessing
 
 import pytest
 
-from explainer import task
+from explainer.model import task
 from torch import nn
 
 from explainer import config as config_mod
 from explainer import engine as engine_mod
-from explainer import registry, runner
+from explainer import runner
+from explainer.model import registry
 from explainer.config import (FLASHINFER_MESSAGE, PP_NOT_SUPPORTED_MESSAGE, EngineConfig,
                               PipelineParallelNotSupportedError)
 from explainer.distributed import inprocess
 from explainer.errors import UsageError
-from explainer.interfaces import SupportsPP, _supports_pp_attributes, _supports_pp_inspect, supports_pp
+from explainer.model.interfaces import SupportsPP, _supports_pp_attributes, _supports_pp_inspect, supports_pp
 
 POST, PRE = "diffusion-gemma-tiny", "diffusion-gemma-tiny@pre-45828"
 VLLM_MESSAGE = ("Pipeline parallelism is not supported for this model. "
@@ -65,7 +66,7 @@ class Plain(nn.Module):
 def test_supports_pp_halves_and_warnings(caplog, cls, attrs, inspect_, expected, warning):
     assert _supports_pp_attributes(cls) is attrs
     assert _supports_pp_inspect(cls) is inspect_
-    with caplog.at_level(logging.WARNING, logger="explainer.interfaces"):
+    with caplog.at_level(logging.WARNING, logger="explainer.model.interfaces"):
         assert supports_pp(cls) is expected
     messages = [r.getMessage() for r in caplog.records]
     if warning is None:

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from explainer import task
+from explainer.model import task
 from explainer.cli import main
 
 
@@ -20,7 +20,7 @@ def test_generate_prints_the_spelled_number(capsys):
 
 
 def test_show_canvas_prints_every_step_of_every_canvas(capsys):
-    from explainer.model import metadata
+    from explainer.model.diffusion_gemma import metadata
 
     assert main(["generate", "451", "--show-canvas"]) == 0
     out = capsys.readouterr().out

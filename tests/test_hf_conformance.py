@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("transformers")
 
 from explainer import hf  # noqa: E402
-from explainer.hf_tiny import tiny_hf_model  # noqa: E402
+from explainer.model.hf_tiny import tiny_hf_model  # noqa: E402
 from explainer.errors import UsageError  # noqa: E402
 from explainer.sampler import StepRecorder  # noqa: E402
 
@@ -17,7 +17,7 @@ PROMPTS = torch.tensor([[1, 10, 11, 12, 13], [1, 20, 21, 22, 23], [1, 30, 31, 32
 
 
 def build_tiny(canvas_length=8):
-    """The reference §7.2 tiny model, seed 0 (the recipe lives in ``explainer.hf_tiny``)."""
+    """The reference §7.2 tiny model, seed 0 (the recipe lives in ``explainer.model.hf_tiny``)."""
     return tiny_hf_model(seed=0, canvas_length=canvas_length)
 
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from explainer import scenario, task
+from explainer import scenario
+from explainer.model import task
 from explainer.cli import main
 from explainer.distributed.inprocess import InProcessWorld, NothingPendingError
 from explainer.engine import LLMEngine
@@ -92,7 +93,7 @@ def test_async_inprocess_equals_processes(results):
 
 
 def test_the_timeline_is_the_same_on_one_process_per_rank():
-    from explainer.timeline import pipeline_timeline
+    from explainer.trace.timeline import pipeline_timeline
     timelines = []
     for backend in ("inprocess", "processes"):
         trace = Trace()

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from explainer import scenario, task
+from explainer import scenario
+from explainer.model import task
 from explainer.cli import main
 from explainer.config import PP_NOT_SUPPORTED_MESSAGE
 from explainer.pp_scenarios import DEMO_PROMPT

@@ -201,7 +201,7 @@ def test_glyphs(token, shown):
 
 def test_hf_tiny_is_the_reference_recipe():
     pytest.importorskip("transformers")
-    from explainer.hf_tiny import tiny_hf_model
+    from explainer.model.hf_tiny import tiny_hf_model
 
     model = tiny_hf_model(seed=0)
     assert sum(p.numel() for p in model.parameters()) == 359_284          # reference §7.2

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from explainer.errors import UsageError
-from explainer.schedulers import BlockRefinement, DiscreteDDIM
+from explainer.sampler.diffusers_schedulers import BlockRefinement, DiscreteDDIM
 
 
 def _diffusers():

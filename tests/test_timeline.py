@@ -2,10 +2,10 @@
 
 import pytest
 
-from explainer import task
+from explainer.model import task
 from explainer.engine import LLMEngine
 from explainer.render_timeline import timeline_svg, timelines_html
-from explainer.timeline import implied_bubble_fraction, pipeline_timeline
+from explainer.trace.timeline import implied_bubble_fraction, pipeline_timeline
 from explainer.trace import Trace
 
 PRE = "diffusion-gemma-tiny@pre-45828"

@@ -4,12 +4,12 @@ without the gate, vLLM's warmup shape, and the request-state details."""
 import pytest
 import torch
 
-from explainer import task
+from explainer.model import task
 from explainer.config import EngineConfig
 from explainer.engine import LLMEngine
 from explainer.errors import UsageError
 from explainer.pp_scenarios import load_without_gate
-from explainer.registry import ModelRegistry
+from explainer.model.registry import ModelRegistry
 from explainer.runner import DiffusionGemmaModelState
 from explainer.sampler import denoise_step, gumbel_max_draw, multinomial_draw
 from explainer.trace import Trace

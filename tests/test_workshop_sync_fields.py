@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explainer import task
+from explainer.model import task
 from explainer.config import EngineConfig
 from explainer.engine import LLMEngine
 from explainer.errors import UsageError

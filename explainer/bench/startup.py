@@ -42,7 +42,7 @@ def run(quick: bool = False) -> list[Row]:
     from explainer.config import EngineConfig, PipelineParallelNotSupportedError, checkpoint_metadata
     from explainer.engine import LLMEngine, RankFailure
     from explainer.pp_scenarios import PRE_FIX_MODEL
-    from explainer.registry import DEFAULT_MODEL
+    from explainer.model.registry import DEFAULT_MODEL
     from explainer.trace import Trace
 
     checkpoint_metadata()                                   # a long-lived process has read the config

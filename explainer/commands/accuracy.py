@@ -26,7 +26,7 @@ def configure(parser):
 def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, label: str,
              sync_fields: tuple[str, ...] | None = None) -> dict:
     """Exact match of one engine configuration; ``outcome`` says if it ran at all."""
-    from explainer import task
+    from explainer.model import task
     from explainer.config import PipelineParallelNotSupportedError
     from explainer.engine import LLMEngine, RankFailure, error_summary
     from explainer.trace import Trace
@@ -61,11 +61,11 @@ def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, l
 
 
 def run(args) -> int:
-    from explainer import task
+    from explainer.model import task
     from explainer.commands.generate import _int_arg as _int
     from explainer.errors import UsageError
     from explainer.pp_scenarios import PRE_FIX_MODEL
-    from explainer.registry import DEFAULT_MODEL
+    from explainer.model.registry import DEFAULT_MODEL
 
     from explainer.commands.generate import MAX_SEED
     from explainer.config import EngineConfig

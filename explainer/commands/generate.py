@@ -1,7 +1,7 @@
 """``python -m explainer generate "PROMPT" [--steps N] [--seed S] [--show-canvas]``.
 
 Runs the shipped checkpoint at PP=1 with the real sampler (``explainer.sampler.generate`` over
-``explainer.model.CachedLM``) and prints the text. ``--show-canvas`` prints every denoising step of
+``explainer.model.diffusion_gemma.CachedLM``) and prints the text. ``--show-canvas`` prints every denoising step of
 every canvas from the sampler's recorder.
 """
 
@@ -43,7 +43,7 @@ def _int_arg(name: str, value: str, minimum: int, maximum: int | None = None) ->
 
 
 def _glyphs(ids) -> str:
-    from explainer import task
+    from explainer.model import task
 
     out = []
     for i in ids.tolist():
@@ -79,7 +79,7 @@ def render_steps(recorder, prompt_len: int, canvas_length: int) -> list[str]:
 
 
 def run(args) -> int:
-    from explainer import task
+    from explainer.model import task
     from explainer.errors import UsageError
 
     if not args.prompt:
@@ -93,7 +93,7 @@ def run(args) -> int:
 
     import torch
 
-    from explainer.model import CachedLM, load_pretrained, metadata
+    from explainer.model.diffusion_gemma import CachedLM, load_pretrained, metadata
 
     torch.set_num_threads(1)      # a 0.2M-parameter model: one thread is fastest and immune to a busy machine
     from explainer.sampler import StepRecorder, generate

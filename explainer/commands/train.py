@@ -4,7 +4,7 @@ HELP = "train the tiny model (CPU, ~10 min) and write a checkpoint + its metadat
 
 
 def configure(parser):
-    from explainer.train import DEFAULT_OUT, MAX_STEPS, NEW_OUT
+    from explainer.model.train import DEFAULT_OUT, MAX_STEPS, NEW_OUT
     parser.add_argument("--steps", default="2000", metavar="N",
                         help=f"optimizer steps, 1..{MAX_STEPS} (default 2000, as shipped)")
     parser.add_argument("--seed", default="0", metavar="S", help="seed, 0..2**63-1 (default 0, as shipped)")
@@ -19,7 +19,7 @@ def configure(parser):
 
 def run(args) -> int:
     from explainer.commands.generate import MAX_SEED, _int_arg
-    from explainer.train import MAX_STEPS, main
+    from explainer.model.train import MAX_STEPS, main
 
     argv = ["--steps", str(_int_arg("--steps", args.steps, 1, MAX_STEPS)),
             "--seed", str(_int_arg("--seed", args.seed, 0, MAX_SEED))]

@@ -74,7 +74,7 @@ def _real_entropies(max_cases: int = 6):
 
 
 def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
-    from explainer import task
+    from explainer.model import task
     from explainer.engine import LLMEngine
     from explainer.trace import Trace
     engine = LLMEngine.from_engine_args(Trace(enabled=False), seed=seed)

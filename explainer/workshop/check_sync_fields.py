@@ -10,7 +10,7 @@ the set is minimal (each chosen field removed in turn: does the check still pass
 
 from __future__ import annotations
 
-from explainer import task
+from explainer.model import task
 from explainer.engine import LLMEngine
 from explainer.pp_scenarios import PRE_FIX_MODEL
 from explainer.runner import request_state_fields

@@ -21,7 +21,7 @@ from functools import lru_cache
 from torch import nn
 
 from explainer.errors import UsageError
-from explainer.interfaces import SupportsPP, supports_pp
+from explainer.model.interfaces import SupportsPP, supports_pp
 
 DEFAULT_MODEL = "diffusion-gemma-tiny"
 
@@ -34,7 +34,7 @@ class DiffusionGemmaForConditionalGeneration(nn.Module):
 
     def __init__(self, start_layer: int = 0, end_layer: int | None = None):
         super().__init__()
-        from explainer.model import load_pretrained
+        from explainer.model.diffusion_gemma import load_pretrained
         self.model = load_pretrained(start_layer, end_layer)
         self.config = self.model.config
 

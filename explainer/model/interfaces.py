@@ -8,7 +8,7 @@
 
 DiffusionGemma after vLLM PR #45828 still accepts ``intermediate_tensors`` in ``forward``; only the
 attribute half fails, and that is enough for the generic startup check to reject PP > 1.
-Half-implemented classes get vLLM's warnings (logger ``explainer.interfaces``).
+Half-implemented classes get vLLM's warnings (logger ``explainer.model.interfaces``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 import torch
 
 if TYPE_CHECKING:  # re-exported lazily below so this module stays importable on its own
-    from explainer.model import IntermediateTensors
+    from explainer.model.diffusion_gemma import IntermediateTensors
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,6 @@ def _supports_kw(callable_: Any, kw_name: str) -> bool:
 
 def __getattr__(name: str):
     if name == "IntermediateTensors":
-        from explainer.model import IntermediateTensors
+        from explainer.model.diffusion_gemma import IntermediateTensors
         return IntermediateTensors
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Reproducible training of the shipped checkpoint (CPU, 2 threads, ~10 minutes).
 
-    python -m explainer.train [--steps N] [--seed S] [--out DIR] [--force]   # train + write + evaluate
-    python -m explainer.train --evaluate-only [--out DIR] [--force]          # re-evaluate, update metadata
+    python -m explainer.model.train [--steps N] [--seed S] [--out DIR] [--force]   # train + write + evaluate
+    python -m explainer.model.train --evaluate-only [--out DIR] [--force]          # re-evaluate, update metadata
 
 The default ``--out`` is a new directory ``./explainer-checkpoint``; writing the shipped checkpoint
 (``explainer/checkpoints``) or over any existing checkpoint needs ``--force``. Every value and the
@@ -33,11 +33,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from explainer import task
-from explainer.model import (CHECKPOINT_NAME, CachedLM, DiffusionGemmaModel, TinyConfig, init_weights,
-                             num_parameters)
+from explainer.model import task
+from explainer.model.diffusion_gemma import (CHECKPOINT_NAME, CachedLM, DiffusionGemmaModel, TinyConfig, init_weights,
+                                             num_parameters)
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "checkpoints"   # the shipped checkpoint: --force only
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "checkpoints"   # the shipped checkpoint: --force only
 NEW_OUT = "explainer-checkpoint"                                  # default --out, in the working directory
 MAX_STEPS = 100_000                                              # 2000 take ~10 min on 2 cores
 MAX_SEED = 2**63 - 1
@@ -198,7 +198,7 @@ def write_checkpoint(model, info: dict, out: Path, steps: int, seed: int, batch_
                  "answer_canvases": "2-4 (answer + EOS, pad after)",
                  "train_numbers": len(task.train_numbers()), "held_out_numbers": len(task.held_out_numbers()),
                  "held_out_seed": task.HELD_OUT_SEED},
-        "training": {"script": f"python -m explainer.train --steps {steps} --seed {seed}",
+        "training": {"script": f"python -m explainer.model.train --steps {steps} --seed {seed}",
                      "seed": seed, "steps": steps, "batch_size": batch_size, "lr": lr,
                      "threads": torch.get_num_threads(), "torch": torch.__version__,
                      "train_seconds": info["train_seconds"], "final_loss": info["final_loss"],
@@ -224,7 +224,7 @@ def record_accuracy(model, out: Path, log=print) -> dict:
                         "mean_steps_per_canvas": res["mean_steps_per_canvas"],
                         "exact_match_batch_size_1": one["exact_match"],
                         "mean_steps_per_canvas_batch_size_1": one["mean_steps_per_canvas"],
-                        "how": "explainer.train.evaluate(model, seed=seed, batch_size=batch_size): the held-out "
+                        "how": "explainer.model.train.evaluate(model, seed=seed, batch_size=batch_size): the held-out "
                                "prompts, one torch.Generator seeded with `seed`, sampler settings = generation_config",
                         "eval_seconds": round(time.time() - t0, 1)}
     path.write_text(json.dumps(meta, indent=2) + "\n")
@@ -274,7 +274,7 @@ def load_checkpoint(out: Path):
     """The model in ``out`` (metadata JSON + weights-only state dict); any damage is a ``UsageError``
     naming the file: missing, empty, truncated, not a state dict, or tensors of the wrong shape."""
     from explainer.errors import UsageError
-    from explainer.model import DiffusionGemmaModel as M
+    from explainer.model.diffusion_gemma import DiffusionGemmaModel as M
     meta_path, pt = out / f"{CHECKPOINT_NAME}.json", out / f"{CHECKPOINT_NAME}.pt"
     try:
         meta = json.loads(meta_path.read_text())
@@ -298,7 +298,7 @@ def load_checkpoint(out: Path):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m explainer.train", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m explainer.model.train", description=__doc__.splitlines()[0])
     p.add_argument("--steps", default="2000")
     p.add_argument("--seed", default="0")
     p.add_argument("--batch-size", default="64")
@@ -335,7 +335,7 @@ def _run(args) -> int:
     try:
         import explainer.sampler  # noqa: F401
     except ModuleNotFoundError:
-        print("explainer.sampler not available yet: run `python -m explainer.train --evaluate-only`", flush=True)
+        print("explainer.sampler not available yet: run `python -m explainer.model.train --evaluate-only`", flush=True)
         return 0
     record_accuracy(model, args.out)
     return 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from explainer.trace import Trace
+from explainer.trace.events import Trace
 
 
 @dataclass

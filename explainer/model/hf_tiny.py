@@ -26,7 +26,7 @@ def _transformers():
     try:
         import transformers
     except ImportError as exc:   # pragma: no cover - depends on the environment
-        raise ImportError("explainer.hf_tiny needs transformers==5.23.0: pip install 'explainer[hf]'") from exc
+        raise ImportError("explainer.model.hf_tiny needs transformers==5.23.0: pip install 'explainer[hf]'") from exc
     return transformers
 
 
