@@ -54,7 +54,7 @@ class PipelineParallelNotSupportedError(NotImplementedError, ValueError):
 @lru_cache(maxsize=1)
 def checkpoint_metadata() -> dict:
     """The shipped checkpoint's config + generation config (a small JSON read, no weights)."""
-    from explainer.model.diffusion_gemma import metadata
+    from explainer.model.checkpoint import metadata
     return metadata()
 
 

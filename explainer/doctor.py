@@ -184,7 +184,8 @@ def check_checkpoint() -> Check:
         import torch
 
         from explainer.model import task
-        from explainer.model.diffusion_gemma import CachedLM, load_pretrained, metadata as model_metadata
+        from explainer.model.cached_lm import CachedLM
+        from explainer.model.checkpoint import load_pretrained, metadata as model_metadata
         from explainer.sampler import generate
 
         torch.set_num_threads(1)

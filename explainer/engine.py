@@ -34,6 +34,7 @@ from explainer.model.interfaces import supports_pp
 from explainer.model.registry import ModelRegistry
 from explainer.runner import ModelRunner, ModelRunnerOutput, NewRequestData, SchedulerOutput
 from explainer.trace import EXECUTE_PHASES, SAMPLE_PHASES, Trace
+from explainer.validation import check_int, check_token_ids
 from explainer.warmup import warmup_kernels
 
 
@@ -402,15 +403,11 @@ class LLMEngine:
                     req_id: str | None = None) -> str:
         if not prompt_token_ids:
             raise UsageError("a prompt must hold at least one token")
-        V = self.config.vocab_size
-        bad = [t for t in prompt_token_ids if not (isinstance(t, int) and 0 <= t < V)]
-        if bad:
-            raise UsageError(f"prompt token ids {bad} are outside the vocabulary; accepted: 0..{V - 1}")
+        check_token_ids("prompt token ids", prompt_token_ids, self.config.vocab_size)
         if len(prompt_token_ids) > self.config.max_num_batched_tokens:
             raise UsageError(f"prompt of {len(prompt_token_ids)} tokens exceeds max_num_batched_tokens="
                              f"{self.config.max_num_batched_tokens}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise UsageError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+        check_int("max_tokens", max_tokens, 1)
         req_id = req_id or f"req-{self._num_requests}"
         seed = self.config.seed + self._num_requests if seed is None else seed
         self._num_requests += 1

@@ -123,7 +123,7 @@ def stages_dot(source) -> str:
         cross, missing, reads = crossing(trace), never_sent(trace), _reads(trace)
         mode, title = trace.meta.get("pp_mode", ""), trace.meta.get("scenario", "run")
     else:                                                         # an EngineConfig: the plan, not a run
-        from explainer.model.diffusion_gemma import get_pp_indices
+        from explainer.model.stages import get_pp_indices
         from explainer.pp_utils import STATE_SYNC_FIELDS
         pp, mode = source.pipeline_parallel_size, source.pp_mode
         layers = {r: get_pp_indices(source.num_hidden_layers, r, pp) for r in range(pp)}

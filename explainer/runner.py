@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import torch
 
 from explainer.config import EngineConfig
-from explainer.model.diffusion_gemma import IntermediateTensors, KVCache, get_pp_indices
+from explainer.model.kv_cache import KVCache
+from explainer.model.stages import IntermediateTensors, get_pp_indices
 from explainer.pp_utils import PPHandler
 from explainer.model.registry import ModelRegistry
 from explainer.sampler import denoise_step

@@ -41,7 +41,7 @@ def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: di
 
     from explainer.model import task
     from explainer.engine import one_torch_thread
-    from explainer.model.diffusion_gemma import CachedLM
+    from explainer.model.cached_lm import CachedLM
     from explainer.sampler import StepRecorder, generate
 
     cfg = {**gen_cfg, "entropy_bound": float(entropy_bound)}

@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from explainer.model import task
-from explainer.model.diffusion_gemma import (CachedLM, DiffusionGemmaModel, get_pp_indices, load_pretrained,
-                                             load_state_dict, metadata, num_parameters)
+from explainer.model.cached_lm import CachedLM
+from explainer.model.checkpoint import load_pretrained, load_state_dict, metadata, num_parameters
+from explainer.model.diffusion_gemma import DiffusionGemmaModel
+from explainer.model.stages import get_pp_indices
 
 
 @pytest.fixture
@@ -44,10 +46,10 @@ def test_stage_slices_load_only_their_weights():
 
 
 def test_reproduces_recorded_held_out_accuracy():
-    from explainer.model.train import evaluate
+    from explainer.model.objective import held_out_exact_match
 
     rec = metadata()["held_out"]
-    res = evaluate(load_pretrained(), seed=rec["seed"], batch_size=rec["batch_size"])
+    res = held_out_exact_match(load_pretrained(), seed=rec["seed"], batch_size=rec["batch_size"])
     assert res["n"] == rec["n"] == len(task.held_out_numbers())
     assert res["exact_match"] == rec["exact_match"]
     assert res["exact_match"] >= 0.9

@@ -6,7 +6,8 @@ import torch
 from explainer.model import task
 from explainer.engine import LLMEngine, one_torch_thread
 from explainer.errors import UsageError
-from explainer.model.diffusion_gemma import CachedLM, load_pretrained
+from explainer.model.cached_lm import CachedLM
+from explainer.model.checkpoint import load_pretrained
 from explainer.sampler import generate
 from explainer.trace import Trace
 
@@ -115,5 +116,5 @@ def test_requests_are_checked():
         engine.add_request([3, 40], max_tokens=8)
     with pytest.raises(UsageError, match="at least one token"):
         engine.add_request([], max_tokens=8)
-    with pytest.raises(UsageError, match="max_tokens must be an integer >= 1"):
+    with pytest.raises(UsageError, match="max_tokens=0 is out of range; accepted: integers >= 1"):
         engine.add_request([3], max_tokens=0)

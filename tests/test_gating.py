@@ -16,7 +16,7 @@ from explainer.config import (FLASHINFER_MESSAGE, PP_NOT_SUPPORTED_MESSAGE, Engi
                               PipelineParallelNotSupportedError)
 from explainer.distributed import inprocess
 from explainer.errors import UsageError
-from explainer.model.interfaces import SupportsPP, _supports_pp_attributes, _supports_pp_inspect, supports_pp
+from explainer.model.interfaces import SupportsPP, supports_pp, supports_pp_attributes, supports_pp_inspect
 
 POST, PRE = "diffusion-gemma-tiny", "diffusion-gemma-tiny@pre-45828"
 VLLM_MESSAGE = ("Pipeline parallelism is not supported for this model. "
@@ -64,8 +64,8 @@ class Plain(nn.Module):
     (Plain, False, False, False, None),
 ])
 def test_supports_pp_halves_and_warnings(caplog, cls, attrs, inspect_, expected, warning):
-    assert _supports_pp_attributes(cls) is attrs
-    assert _supports_pp_inspect(cls) is inspect_
+    assert supports_pp_attributes(cls) is attrs
+    assert supports_pp_inspect(cls) is inspect_
     with caplog.at_level(logging.WARNING, logger="explainer.model.interfaces"):
         assert supports_pp(cls) is expected
     messages = [r.getMessage() for r in caplog.records]
@@ -84,8 +84,8 @@ def test_registered_variants_differ_only_in_the_attribute_half():
     post = registry.ModelRegistry.resolve_model_cls(POST)
     pre = registry.ModelRegistry.resolve_model_cls(PRE)
     assert post.__name__ == "DiffusionGemmaForConditionalGeneration"
-    assert _supports_pp_inspect(post) and not _supports_pp_attributes(post)   # forward still takes it
-    assert _supports_pp_inspect(pre) and _supports_pp_attributes(pre)
+    assert supports_pp_inspect(post) and not supports_pp_attributes(post)   # forward still takes it
+    assert supports_pp_inspect(pre) and supports_pp_attributes(pre)
     assert registry.ModelRegistry.is_pp_supported_model(POST) is False
     assert registry.ModelRegistry.is_pp_supported_model(PRE) is True
     assert registry._ModelInfo.from_model_cls(post) == registry._ModelInfo(post.__name__, False)

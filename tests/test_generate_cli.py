@@ -20,7 +20,7 @@ def test_generate_prints_the_spelled_number(capsys):
 
 
 def test_show_canvas_prints_every_step_of_every_canvas(capsys):
-    from explainer.model.diffusion_gemma import metadata
+    from explainer.model.checkpoint import metadata
 
     assert main(["generate", "451", "--show-canvas"]) == 0
     out = capsys.readouterr().out

@@ -7,8 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from explainer.errors import UsageError
-from explainer.model.diffusion_gemma import (CachedLM, DiffusionGemmaModel, IntermediateTensors, KVCache, TinyConfig,
-                                             get_pp_indices, init_weights)
+from explainer.model.cached_lm import CachedLM
+from explainer.model.checkpoint import init_weights
+from explainer.model.diffusion_gemma import DiffusionGemmaModel
+from explainer.model.kv_cache import KVCache
+from explainer.model.stages import IntermediateTensors, get_pp_indices
+from explainer.model.tiny_config import TinyConfig
 
 CFG = TinyConfig(vocab_size=40, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                  num_attention_heads=2, head_dim=16, canvas_length=8)
@@ -254,7 +258,7 @@ def test_token_ids_outside_vocab_are_rejected():
 # ---- training -------------------------------------------------------------------------------
 def test_short_training_run_lowers_the_loss():
     from explainer.model import task
-    from explainer.model.train import diffusion_loss, train
+    from explainer.model.objective import diffusion_loss, train
 
     prompts, answers = task.make_batch(task.held_out_numbers()[:32])
 
@@ -262,7 +266,7 @@ def test_short_training_run_lowers_the_loss():
         with torch.no_grad():
             return diffusion_loss(model, prompts, answers, torch.Generator().manual_seed(0)).item()
 
-    from explainer.model.train import model_config
+    from explainer.model.objective import model_config
 
     torch.manual_seed(3)
     untrained = DiffusionGemmaModel(model_config())

@@ -263,9 +263,9 @@ def test_recorder_does_not_change_tokens():
     (dict(entropy_bound=float("nan")), "entropy_bound=nan"),
     (dict(stability_threshold=-1), "stability_threshold=-1"),
     (dict(confidence_threshold=0.0), "confidence_threshold=0.0"),
-    (dict(eos_token_id=128), r"\[0, 128\)"),
-    (dict(eos_token_id=[2, -1]), r"\[0, 128\)"),
-    (dict(pad_token_id=500), r"pad_token_id=500"),
+    (dict(eos_token_id=128), r"eos_token_id \[128\] are outside the vocabulary; accepted: 0..127"),
+    (dict(eos_token_id=[2, -1]), r"eos_token_id \[-1\] are outside the vocabulary"),
+    (dict(pad_token_id=500), r"pad_token_id \[500\]"),
 ])
 def test_bad_arguments_raise_usage_error(kwargs, needle):
     args = dict(canvas_length=8, max_new_tokens=8) | kwargs
@@ -275,8 +275,8 @@ def test_bad_arguments_raise_usage_error(kwargs, needle):
 
 
 @pytest.mark.parametrize("prompt,needle", [
-    (torch.tensor([[1, 128]]), r"token id 128: accepted range is \[0, 128\)"),
-    (torch.tensor([[-1, 3]]), r"token id -1"),
+    (torch.tensor([[1, 128]]), r"input_ids \[128\] are outside the vocabulary; accepted: 0..127"),
+    (torch.tensor([[-1, 3]]), r"input_ids \[-1\]"),
     (torch.zeros(1, 0, dtype=torch.long), "must hold >= 1 row and >= 1 token"),
     (torch.zeros(0, 3, dtype=torch.long), "must hold >= 1 row and >= 1 token"),
     (torch.tensor([1, 2]), r"\[batch, prompt_len\]"),

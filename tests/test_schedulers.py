@@ -97,7 +97,7 @@ def test_block_refinement_threshold_commits_all_confident_positions():
 def test_scheduler_validation():
     with pytest.raises(UsageError, match="num_steps=0"):
         DiscreteDDIM(0)
-    with pytest.raises(UsageError, match=r"step_index=4: accepted range is \[0, 4\)"):
+    with pytest.raises(UsageError, match=r"step_index=4 is out of range; accepted: integers 0\.\.3"):
         DiscreteDDIM(4).step(torch.zeros(1, 2, 3), 4, torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(UsageError, match="temperature=-1"):
         BlockRefinement(4).step(torch.zeros(1, 2, 3), 0, torch.zeros(1, 2, dtype=torch.long), temperature=-1)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from explainer.model.diffusion_gemma import load_pretrained, metadata
+from explainer.model.checkpoint import load_pretrained, metadata
 from explainer.widgets_knobs import PPKnobs, SamplerKnobs
 
 

@@ -1,7 +1,7 @@
 """``python -m explainer generate "PROMPT" [--steps N] [--seed S] [--show-canvas]``.
 
 Runs the shipped checkpoint at PP=1 with the real sampler (``explainer.sampler.generate`` over
-``explainer.model.diffusion_gemma.CachedLM``) and prints the text. ``--show-canvas`` prints every denoising step of
+``explainer.model.cached_lm.CachedLM``) and prints the text. ``--show-canvas`` prints every denoising step of
 every canvas from the sampler's recorder.
 """
 
@@ -93,7 +93,8 @@ def run(args) -> int:
 
     import torch
 
-    from explainer.model.diffusion_gemma import CachedLM, load_pretrained, metadata
+    from explainer.model.cached_lm import CachedLM
+    from explainer.model.checkpoint import load_pretrained, metadata
 
     torch.set_num_threads(1)      # a 0.2M-parameter model: one thread is fastest and immune to a busy machine
     from explainer.sampler import StepRecorder, generate

@@ -2,29 +2,31 @@
 
 ``supports_pp(model_or_cls)`` is the AND of two halves, exactly as in vLLM:
 
-* the *attribute* half (``_supports_pp_attributes``): a class declares ``SupportsPP`` (or duck-types it:
-  a ``supports_pp`` flag plus ``make_empty_intermediate_tensors``); an instance is an ``isinstance`` of it;
-* the *inspect* half (``_supports_pp_inspect``): ``forward`` accepts an ``intermediate_tensors`` keyword.
+* the *attribute* half (``supports_pp_attributes``, vLLM's private ``_supports_pp_attributes``): a class
+  declares ``SupportsPP`` (or duck-types it: a ``supports_pp`` flag plus ``make_empty_intermediate_tensors``);
+  an instance is an ``isinstance`` of it;
+* the *inspect* half (``supports_pp_inspect``, vLLM's ``_supports_pp_inspect``): ``forward`` accepts an
+  ``intermediate_tensors`` keyword.
 
 DiffusionGemma after vLLM PR #45828 still accepts ``intermediate_tensors`` in ``forward``; only the
 attribute half fails, and that is enough for the generic startup check to reject PP > 1.
-Half-implemented classes get vLLM's warnings (logger ``explainer.model.interfaces``).
+Half-implemented classes get vLLM's warnings (logger ``explainer.model.interfaces``). The notebooks show
+both halves, so they are public here.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 
-if TYPE_CHECKING:  # re-exported lazily below so this module stays importable on its own
-    from explainer.model.diffusion_gemma import IntermediateTensors
+from explainer.model.stages import IntermediateTensors
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SupportsPP", "supports_pp", "IntermediateTensors"]
+__all__ = ["SupportsPP", "supports_pp", "supports_pp_attributes", "supports_pp_inspect"]
 
 
 @runtime_checkable
@@ -64,8 +66,8 @@ class _SupportsPPType(Protocol):
 
 def supports_pp(model: type | object) -> bool:
     """True when ``model`` (a class or an instance) implements the PP interface, as vLLM decides it."""
-    supports_attributes = _supports_pp_attributes(model)
-    supports_inspect = _supports_pp_inspect(model)
+    supports_attributes = supports_pp_attributes(model)
+    supports_inspect = supports_pp_inspect(model)
 
     if supports_attributes and not supports_inspect:
         logger.warning(
@@ -88,14 +90,14 @@ def supports_pp(model: type | object) -> bool:
     return supports_attributes and supports_inspect
 
 
-def _supports_pp_attributes(model: type | object) -> bool:
+def supports_pp_attributes(model: type | object) -> bool:
     """vLLM's first test: does ``model`` declare the ``SupportsPP`` protocol (``supports_pp = True`` + attributes)?"""
     if isinstance(model, type):
         return isinstance(model, _SupportsPPType)
     return isinstance(model, SupportsPP)
 
 
-def _supports_pp_inspect(model: type | object) -> bool:
+def supports_pp_inspect(model: type | object) -> bool:
     """vLLM's second test: does ``model.forward`` accept ``intermediate_tensors``?"""
     model_forward = getattr(model, "forward", None)
     if not callable(model_forward):
@@ -114,9 +116,3 @@ def _supports_kw(callable_: Any, kw_name: str) -> bool:
         return param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
-
-def __getattr__(name: str):
-    if name == "IntermediateTensors":
-        from explainer.model.diffusion_gemma import IntermediateTensors
-        return IntermediateTensors
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

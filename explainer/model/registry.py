@@ -21,9 +21,11 @@ from functools import lru_cache
 from torch import nn
 
 from explainer.errors import UsageError
+from explainer.model.checkpoint import load_pretrained
 from explainer.model.interfaces import SupportsPP, supports_pp
 
 DEFAULT_MODEL = "diffusion-gemma-tiny"
+PRE_FIX_MODEL = f"{DEFAULT_MODEL}@pre-45828"     # the same model before vLLM PR #45828 (declares SupportsPP)
 
 
 class DiffusionGemmaForConditionalGeneration(nn.Module):
@@ -34,7 +36,6 @@ class DiffusionGemmaForConditionalGeneration(nn.Module):
 
     def __init__(self, start_layer: int = 0, end_layer: int | None = None):
         super().__init__()
-        from explainer.model.diffusion_gemma import load_pretrained
         self.model = load_pretrained(start_layer, end_layer)
         self.config = self.model.config
 
@@ -106,5 +107,5 @@ def _inspect(model_cls: type) -> _ModelInfo:
 
 ModelRegistry = _ModelRegistry({
     DEFAULT_MODEL: DiffusionGemmaForConditionalGeneration,
-    f"{DEFAULT_MODEL}@pre-45828": PreFixDiffusionGemmaForConditionalGeneration,
+    PRE_FIX_MODEL: PreFixDiffusionGemmaForConditionalGeneration,
 })

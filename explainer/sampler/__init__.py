@@ -1,15 +1,20 @@
-"""The canvas sampler (``primitives``: the per-step primitives, the block-autoregressive loop and its recorder)
-and the diffusers schedulers (``diffusers_schedulers``, optional, not re-exported). ``explainer.sampler.<name>``
-is the public face.
+"""The canvas sampler: per-step primitives, the block-autoregressive loop, its recorder, and the diffusers
+schedulers (optional). ``explainer.sampler.<name>`` is the public face; the modules are
+
+* ``primitives``: temperature, entropy, entropy-bound acceptance, renoise, stopping, one denoising step;
+* ``loop``: ``generate`` (HF ``DiffusionGemmaGenerationMixin.generate``, token for token);
+* ``recorder``: what a ``generate`` call did, step by step;
+* ``diffusers_schedulers``: discrete DDIM and BlockRefinement as in diffusers (not re-exported).
 """
 
-from explainer.sampler.primitives import (DRAWS, CanvasRecord, DiffusionLM, StableAndConfident, StepRecord,
-                                          StepRecorder, StepResult, accept_and_renoise, check_finite_logits,
-                                          denoise_step, entropy_bound_accept, generate, gumbel_max_draw,
-                                          linear_temperature, multinomial_draw, token_entropy)
+from explainer.sampler.loop import DiffusionLM, generate
+from explainer.sampler.primitives import (StableAndConfident, StepResult, accept_and_renoise, check_finite_logits,
+                                          denoise_step, entropy_bound_accept, gumbel_max_draw, linear_temperature,
+                                          multinomial_draw, token_entropy)
+from explainer.sampler.recorder import CanvasRecord, StepRecord, StepRecorder
 
 __all__ = [
     "DiffusionLM", "StepResult", "StepRecord", "CanvasRecord", "StepRecorder", "StableAndConfident",
     "linear_temperature", "token_entropy", "entropy_bound_accept", "accept_and_renoise", "denoise_step",
-    "check_finite_logits", "generate", "multinomial_draw", "gumbel_max_draw", "DRAWS",
+    "check_finite_logits", "generate", "multinomial_draw", "gumbel_max_draw",
 ]

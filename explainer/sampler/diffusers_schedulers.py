@@ -1,4 +1,4 @@
-"""Optional canvas schedulers from diffusers (0.42.1): discrete DDIM and BlockRefinement (uniform mode).
+"""Optional canvas schedulers as diffusers (0.42.1) ships them: discrete DDIM and BlockRefinement (uniform mode).
 
 Neither is in any transformers release (PR #46595 closed unmerged); diffusers ships them next to
 ``EntropyBoundScheduler``. Both take *raw* logits [B, L, V], a step index i = 0 .. N-1 counting up,
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from explainer.errors import UsageError
+from explainer.validation import check_int
 
 __all__ = ["SchedulerStep", "sample_candidates", "DiscreteDDIM", "BlockRefinement"]
 
@@ -29,10 +30,8 @@ class SchedulerStep:
 
 
 def _check(num_steps: int, step_index: int, temperature: float) -> None:
-    if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps <= 0:
-        raise UsageError(f"num_steps={num_steps!r}: must be an integer >= 1")
-    if not 0 <= step_index < num_steps:
-        raise UsageError(f"step_index={step_index!r}: accepted range is [0, {num_steps})")
+    check_int("num_steps", num_steps, 1)
+    check_int("step_index", step_index, 0, num_steps - 1)
     if temperature < 0:
         raise UsageError(f"temperature={temperature!r}: must be >= 0")
 

@@ -23,8 +23,6 @@ PHASES = ("startup-check", "prepare", "forward", "send", "recv", "sample", "broa
           "consume")
 EXECUTE_PHASES = ("consume", "prepare", "recv", "forward", "send")   # a rank's execute_model half of a step
 SAMPLE_PHASES = ("sample", "broadcast", "receive")          # its sample_tokens half
-VIEW_FIELDS = ("canvas", "draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "step",
-               "num_computed_tokens")
 
 
 @dataclass
