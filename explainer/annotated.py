@@ -88,8 +88,8 @@ FIX_40150 = Fix(
             "parallel_state.py based on v0.25.1, not at a pinned upstream commit, and the PR's own diff was not "
             "examined (line wrapping here is ours)"),
     toy=(("explainer.distributed.parallel_state.GroupCoordinator._gate", ""),
-         ("explainer.distributed.cpu_communicator.CpuCommunicator.__init__", "supports_tensor_dict"),
-         ("explainer.distributed.cpu_communicator.CpuCommunicator.send_tensor_dict", "")),
+         ("explainer.distributed.device_communicators.cpu_communicator.CpuCommunicator.__init__", "supports_tensor_dict"),
+         ("explainer.distributed.device_communicators.cpu_communicator.CpuCommunicator.send_tensor_dict", "")),
     notes=("_gate computes both forms; the notebook selects one by name (gate='pre-40150' or 'post-40150')",
            "the line #40150 added: True only when the shared-memory shim was really chosen",
            "the post-fix guard: a direct call on the torch.distributed backend raises NotImplementedError"))

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_environment() -> None:
     """Every EXPLAINER_* variable, before any command does work or starts a process (exit 2 on a bad one)."""
-    from explainer.distributed.cpu_communicator import validate_env
+    from explainer.distributed.device_communicators.cpu_communicator import validate_env
     validate_env()
 
 

@@ -117,8 +117,8 @@ class EngineConfig:
 
     def _verify_sync_fields(self) -> None:
         """``sync_fields``: any subset of the runner's per-request state fields, state-sync only; sorted."""
-        from explainer.pp_utils import STATE_SYNC_FIELDS
-        from explainer.runner import request_state_fields
+        from explainer.worker.pp_utils import STATE_SYNC_FIELDS
+        from explainer.worker.model_runner import request_state_fields
         if self.sync_fields is None:
             self.sync_fields = STATE_SYNC_FIELDS if self.pp_mode == "state-sync" else ()
             return

@@ -2,7 +2,7 @@
 
 Every check runs the real thing, bounded in time: the interpreter, ``import torch`` (version and build),
 ``dot`` rendering a graph, the JupyterLab and widget-extension packages of this environment, a segment
-created and unlinked in /dev/shm the way ``explainer.distributed.shm`` creates its channels, a two-rank
+created and unlinked in /dev/shm the way ``explainer.distributed.device_communicators.shm`` creates its channels, a two-rank
 gloo round trip on 127.0.0.1 through ``explainer.distributed.launch`` (the launcher the scenarios use),
 and the shipped checkpoint answering ``451``.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 TORCH_VERSION = "2.13.0"
 MIN_PYTHON = (3, 10)
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-SHM_DIR = "/dev/shm"                 # explainer.distributed.shm.SHM_DIR (vLLM's shm_open location)
+SHM_DIR = "/dev/shm"                 # explainer.distributed.device_communicators.shm.SHM_DIR (vLLM's shm_open location)
 PROMPT, ANSWER = "451", "four hundred fifty-one"
 
 
@@ -117,7 +117,7 @@ def check_jupyterlab() -> Check:
 
 
 def check_shm(shm_dir: str | None = None) -> Check:
-    """Create, map, write, read and unlink one small segment, as ``explainer.distributed.shm`` does."""
+    """Create, map, write, read and unlink one small segment, as ``explainer.distributed.device_communicators.shm`` does."""
     where = shm_dir or SHM_DIR
     fix = (f"{where} must be a writable tmpfs: sudo mount -o remount,rw,size=256m {where} | "
            "Docker: docker run --shm-size=256m ... | not Linux: use Linux, WSL2 or a Linux container "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from explainer.model import task
 from explainer.config import PipelineParallelNotSupportedError
-from explainer.engine import LLMEngine, RankFailure, error_summary
+from explainer.engine.llm_engine import LLMEngine, RankFailure, error_summary
 from explainer.model.registry import DEFAULT_MODEL
 from explainer.scenario import ScenarioResult, scenario
 from explainer.trace import Trace
@@ -89,7 +89,7 @@ def load_without_gate(model: str, pp: int) -> dict:
     first rank whose ``load_model`` fails, or ``{"rank": None}`` when every rank loads."""
     from explainer.config import EngineConfig
     from explainer.distributed.inprocess import InProcessWorld
-    from explainer.runner import ModelRunner
+    from explainer.worker.model_runner import ModelRunner
     config = EngineConfig(model=model, pipeline_parallel_size=1, warmup=False)
     config.pipeline_parallel_size = pp                 # the gate skipped
     for group in InProcessWorld(pp).groups():

@@ -15,7 +15,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Mapping, Sequence
 
-from explainer.distributed.cpu_communicator import FALLBACK_LOG, NO_DICT_FASTPATH
+from explainer.distributed.device_communicators.cpu_communicator import FALLBACK_LOG, NO_DICT_FASTPATH
 
 __all__ = ["masked", "selection_dot", "run_selection_dot", "tensor_dict_dot", "ranks_table_html", "describe_run", "frame_html",
            "bench_figure", "CSS"]

@@ -20,7 +20,7 @@ import ipywidgets as W
 
 from explainer import render_comm as R
 from explainer.comm_scenarios import exchange_rank
-from explainer.distributed.cpu_communicator import MACHINE_TO_ARCH, GATES
+from explainer.distributed.device_communicators.cpu_communicator import MACHINE_TO_ARCH, GATES
 from explainer.errors import UsageError
 
 ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings

@@ -34,6 +34,6 @@ def test_40150_shows_the_gate_before_and_after_and_the_toys_gate():
     assert "https://github.com/vllm-project/vllm/pull/40150" in html
     _, gate = A.toy_source("explainer.distributed.parallel_state.GroupCoordinator._gate")
     assert gate == inspect.getsource(GroupCoordinator._gate).rstrip("\n")
-    where, excerpt = A.toy_source("explainer.distributed.cpu_communicator.CpuCommunicator.__init__",
+    where, excerpt = A.toy_source("explainer.distributed.device_communicators.cpu_communicator.CpuCommunicator.__init__",
                                   "supports_tensor_dict")
     assert "isinstance(self.dist_module, _CPUSHMDistributed)" in excerpt and "cpu_communicator.py" in where

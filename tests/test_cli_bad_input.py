@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from explainer import cli
-from explainer.distributed import shm
+from explainer.distributed.device_communicators import shm
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""The shared-memory channel (explainer.distributed.shm) with threads standing in for ranks.
+"""The shared-memory channel (explainer.distributed.device_communicators.shm) with threads standing in for ranks.
 
 The channel is process-agnostic: each "rank" maps the segments itself, so threads exercise the real
 /dev/shm protocol quickly. Real processes are covered in test_comm_processes.py.
@@ -14,7 +14,7 @@ import uuid
 import pytest
 import torch
 
-from explainer.distributed import shm
+from explainer.distributed.device_communicators import shm
 
 CHUNK = shm.MIN_CHUNK_BYTES
 

@@ -1,4 +1,4 @@
-"""The shared-memory channel's binary header (explainer.distributed.shm_header), the hot path's
+"""The shared-memory channel's binary header (explainer.distributed.device_communicators.shm_header), the hot path's
 behaviour (fresh tensors every message, raw hand-off) and the wait policy's arguments. No timings."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from explainer.bench.load import busy_load
-from explainer.distributed import shm_header as H, shm_wait
+from explainer.distributed.device_communicators import shm_header as H, shm_wait
 from test_comm_channel import make_pair, transfer
 
 SHAPES = [(), (0,), (1,), (1, 1), (3, 0, 2), (1, 512), (512, 1), (2, 3, 4), tuple([1] * H.MAX_DIMS)]

@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from explainer.distributed import shm
-from explainer.distributed.cpu_communicator import NO_DICT_FASTPATH, ONLY_TENSORS, CommConfig
+from explainer.distributed.device_communicators import shm
+from explainer.distributed.device_communicators.cpu_communicator import NO_DICT_FASTPATH, ONLY_TENSORS, CommConfig
 from explainer.distributed.launch import launch, values
 from explainer.distributed.parallel_state import GroupCoordinator
 

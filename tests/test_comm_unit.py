@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from explainer.distributed import cpu_communicator as cc
+from explainer.distributed.device_communicators import cpu_communicator as cc
 from explainer.distributed import parallel_state as ps
 
 
@@ -127,7 +127,7 @@ def test_shm_ops_default_to_x86_hosts_only(monkeypatch):
 @pytest.mark.parametrize("name,value", [("EXPLAINER_COMM_TIMEOUT", "soon"), ("EXPLAINER_COMM_TIMEOUT", "-1"),
                                         ("EXPLAINER_SHM_CHUNK_BYTES", "1.5"), ("EXPLAINER_SHM_CHUNK_BYTES", "0")])
 def test_bad_environment_numbers_name_the_variable(monkeypatch, name, value):
-    from explainer.distributed.cpu_communicator import CommConfig
+    from explainer.distributed.device_communicators.cpu_communicator import CommConfig
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=rf"{name}={value!r}: accepted are"):
         CommConfig().resolved()

@@ -21,7 +21,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from explainer.distributed import shm
+from explainer.distributed.device_communicators import shm
 from explainer.distributed.launch import launch, proc_state
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ from explainer.model import task
 from torch import nn
 
 from explainer import config as config_mod
-from explainer import engine as engine_mod
-from explainer import runner
+from explainer.engine import llm_engine as engine_mod
+from explainer.worker import model_runner as runner
 from explainer.model import registry
 from explainer.config import (FLASHINFER_MESSAGE, PP_NOT_SUPPORTED_MESSAGE, EngineConfig,
                               PipelineParallelNotSupportedError)

@@ -3,7 +3,7 @@
 import pytest
 
 from explainer.model import task
-from explainer.engine import LLMEngine
+from explainer.engine.llm_engine import LLMEngine
 from explainer.render_timeline import timeline_svg, timelines_html
 from explainer.trace.timeline import implied_bubble_fraction, pipeline_timeline
 from explainer.trace import Trace

@@ -6,14 +6,14 @@ import torch
 
 from explainer.model import task
 from explainer.config import EngineConfig
-from explainer.engine import LLMEngine
+from explainer.engine.llm_engine import LLMEngine
 from explainer.errors import UsageError
 from explainer.pp_scenarios import load_without_gate
 from explainer.model.registry import ModelRegistry
-from explainer.runner import DiffusionGemmaModelState
+from explainer.worker.model_runner import DiffusionGemmaModelState
 from explainer.sampler import denoise_step, gumbel_max_draw, multinomial_draw
 from explainer.trace import Trace
-from explainer.warmup import WARMUP_DECODE_STEPS
+from explainer.worker.warmup import WARMUP_DECODE_STEPS
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0])
 N = 20000                       # draws per test

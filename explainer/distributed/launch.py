@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
-from explainer.distributed import phases, shm
+from explainer.distributed import phases
+from explainer.distributed.device_communicators import shm
 from explainer.distributed.procs import (_end, _stopped, die_with_parent, end_all, proc_state,  # noqa: F401
                                          signame, start, stop_helpers)
 
@@ -151,7 +152,8 @@ def _keep_freed_memory() -> None:
 
 def _cleanup() -> None:
     try:
-        from explainer.distributed import parallel_state, shm
+        from explainer.distributed import parallel_state
+        from explainer.distributed.device_communicators import shm
         shm.close_all()
         parallel_state.destroy_model_parallel()
         import torch.distributed as dist
@@ -162,7 +164,7 @@ def _cleanup() -> None:
 
 
 def _comm_timeout(env: dict) -> float:
-    from explainer.distributed.cpu_communicator import env_timeout
+    from explainer.distributed.device_communicators.cpu_communicator import env_timeout
     return env_timeout(env.get("EXPLAINER_COMM_TIMEOUT"))
 
 
@@ -171,7 +173,7 @@ def launch(fn: Callable[..., Any], world_size: int, *, args: tuple = (), kwargs:
            grace: float = 1.0, start_method: str | None = None, num_threads: int = 1,
            master_port: int | None = None) -> list[RankResult]:
     """Run ``fn(*args, **kwargs)`` on ``world_size`` real rank processes; results by rank."""
-    from explainer.distributed.cpu_communicator import validate_env
+    from explainer.distributed.device_communicators.cpu_communicator import validate_env
     from explainer.errors import UsageError
     if not isinstance(world_size, int) or world_size < 1:
         raise UsageError(f"world_size {world_size}: accepted are integers >= 1")

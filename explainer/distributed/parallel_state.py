@@ -34,10 +34,11 @@ import torch
 import torch.distributed as dist
 
 from explainer.distributed import phases
-from explainer.distributed.cpu_communicator import (GATES, CommConfig, CpuCommunicator, _setup_bounded,  # noqa: F401
-                                                     env_number, env_timeout)
+from explainer.distributed.device_communicators.cpu_communicator import (  # noqa: F401
+    GATES, CommConfig, CpuCommunicator,
+                                                                         _setup_bounded, env_number, env_timeout)
 from explainer.distributed.errors import BroadcastMismatchError
-from explainer.distributed.shm import DTYPES, PeerGoneError
+from explainer.distributed.device_communicators.shm import DTYPES, PeerGoneError
 from explainer.errors import UsageError
 
 TensorMetadata = namedtuple("TensorMetadata", ["device", "dtype", "size"])

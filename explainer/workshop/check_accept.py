@@ -75,7 +75,7 @@ def _real_entropies(max_cases: int = 6):
 
 def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
     from explainer.model import task
-    from explainer.engine import LLMEngine
+    from explainer.engine.llm_engine import LLMEngine
     from explainer.trace import Trace
     engine = LLMEngine.from_engine_args(Trace(enabled=False), seed=seed)
     outs = engine.generate([task.encode(p) for p in prompts], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH,
@@ -140,7 +140,7 @@ def run(fn, code):
 def _generation_check(fn, code) -> Check:
     """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
     from explainer import sampler
-    from explainer.engine import RankFailure
+    from explainer.engine.llm_engine import RankFailure
     want = _generate()
     original = sampler.entropy_bound_accept
     sampler.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,

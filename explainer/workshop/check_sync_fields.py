@@ -11,9 +11,9 @@ the set is minimal (each chosen field removed in turn: does the check still pass
 from __future__ import annotations
 
 from explainer.model import task
-from explainer.engine import LLMEngine
+from explainer.engine.llm_engine import LLMEngine
 from explainer.pp_scenarios import PRE_FIX_MODEL
-from explainer.runner import request_state_fields
+from explainer.worker.model_runner import request_state_fields
 from explainer.trace import Trace
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase

@@ -82,7 +82,7 @@ def _end_group(pgid: int, seen: set[int]) -> None:
             time.sleep(0.05)
 
 
-PRELOAD = ["torch", "torch.distributed", "explainer.distributed.parallel_state", "explainer.engine",
+PRELOAD = ["torch", "torch.distributed", "explainer.distributed.parallel_state", "explainer.engine.llm_engine",
            "explainer.workshop.child"]
 
 
@@ -164,7 +164,7 @@ def run(exercise: str, code: LearnerCode) -> Report:
                 proc.kill()
             proc.join()
             if os.path.isdir(SHM_DIR) and any(f"-{pid}-" in n for n in os.listdir(SHM_DIR) for pid in seen):
-                from explainer.distributed import shm
+                from explainer.distributed.device_communicators import shm
                 for pid in seen:
                     shm.sweep_segments_of(pid)
             _sweep_prefix(f"workshop{proc.pid}n")          # the gate check's SHM group names

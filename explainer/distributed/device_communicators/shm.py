@@ -57,13 +57,16 @@ from typing import Callable
 
 import torch
 
-from explainer.distributed import shm_wait
-from explainer.distributed.shm_segments import (  # noqa: F401  (re-exported: set-up and clean-up of segment names)
-    _LIVE_GROUPS, _OWNED_NAMES, SHM_DIR, ShmCapacityError, _install_exit_hooks, _pid_alive, _unlink_name,
-    check_capacity, check_segment_name, close_all, sweep_segments_of, sweep_stale_segments)
-from explainer.distributed.shm_header import (  # noqa: F401  (re-exported: the channel's public names)
-    ALIGN, DTYPE_CODE, DTYPES, ENTRY, HDR, HEADER_ROOM, MAX_DIMS, MAX_KEY_BYTES, MAX_TENSORS, HeaderCodec, Layout,
-    ShmPayloadError, check_tensors, pad)
+from explainer.distributed.device_communicators import shm_wait
+from explainer.distributed.device_communicators.shm_segments import (  # noqa: F401  (re-exported: segment names)
+    _LIVE_GROUPS, _OWNED_NAMES, SHM_DIR,
+                                                                     ShmCapacityError, _install_exit_hooks, _pid_alive,
+                                                                     _unlink_name, check_capacity, check_segment_name,
+                                                                     close_all, sweep_segments_of, sweep_stale_segments)
+from explainer.distributed.device_communicators.shm_header import (  # noqa: F401  (re-exported: the channel's names)
+    ALIGN, DTYPE_CODE, DTYPES, ENTRY, HDR, HEADER_ROOM,
+                                                                   MAX_DIMS, MAX_KEY_BYTES, MAX_TENSORS, HeaderCodec,
+                                                                   Layout, ShmPayloadError, check_tensors, pad)
 
 MAX_RANKS = 8          # vLLM MAX_SHM_RANK_NUM
 DEFAULT_CHUNK_BYTES = 4 << 20   # one half-buffer; vLLM uses 2 MiB halves of a 4 MiB per-thread buffer

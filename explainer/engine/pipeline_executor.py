@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from explainer.engine import InProcessExecutor, RankFailure, RequestOutput, Scheduler
-from explainer.pp_async import AsyncModelRunner
-from explainer.runner import ModelRunnerOutput, SchedulerOutput
+from explainer.engine.llm_engine import InProcessExecutor, RankFailure, RequestOutput, Scheduler
+from explainer.worker.pp_async import AsyncModelRunner
+from explainer.worker.model_runner import ModelRunnerOutput, SchedulerOutput
 
 
 class AsyncScheduler(Scheduler):

@@ -18,7 +18,7 @@ import weakref
 from multiprocessing import util as _mp_util
 
 from explainer.distributed.procs import pid_alive as _pid_alive
-from explainer.distributed.shm_header import ShmPayloadError
+from explainer.distributed.device_communicators.shm_header import ShmPayloadError
 
 SHM_DIR = "/dev/shm"
 

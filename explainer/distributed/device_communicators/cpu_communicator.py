@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed
 
-from explainer.distributed import phases, shm
+from explainer.distributed import phases
+from explainer.distributed.device_communicators import shm
 from explainer.distributed.errors import PeerTimeoutError
 from explainer.errors import UsageError
 

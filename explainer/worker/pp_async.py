@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from explainer.pp_utils import PPHandler, _transfer
-from explainer.runner import InputBatch, ModelRunner, ModelRunnerOutput, SchedulerOutput
+from explainer.worker.pp_utils import PPHandler, _transfer
+from explainer.worker.model_runner import InputBatch, ModelRunner, ModelRunnerOutput, SchedulerOutput
 
 
 def compute_need_sampled_mask(batch: InputBatch, num_computed_before: list[int],

@@ -40,7 +40,7 @@ import torch
 from explainer.config import EngineConfig
 from explainer.model.kv_cache import KVCache
 from explainer.model.stages import IntermediateTensors, get_pp_indices
-from explainer.pp_utils import PPHandler
+from explainer.worker.pp_utils import PPHandler
 from explainer.model.registry import ModelRegistry
 from explainer.sampler import denoise_step
 from explainer.trace import Trace

@@ -32,10 +32,10 @@ from explainer.distributed.inprocess import InProcessWorld
 from explainer.errors import UsageError
 from explainer.model.interfaces import supports_pp
 from explainer.model.registry import ModelRegistry
-from explainer.runner import ModelRunner, ModelRunnerOutput, NewRequestData, SchedulerOutput
+from explainer.worker.model_runner import ModelRunner, ModelRunnerOutput, NewRequestData, SchedulerOutput
 from explainer.trace import EXECUTE_PHASES, SAMPLE_PHASES, Trace
 from explainer.validation import check_int, check_token_ids
-from explainer.warmup import warmup_kernels
+from explainer.worker.warmup import warmup_kernels
 
 
 # ---- scheduler -----------------------------------------------------------------------------------------
@@ -327,7 +327,7 @@ EXECUTORS = {"inprocess": InProcessExecutor, "processes": ProcessesExecutor, "ho
 def _schedule_parts(config: EngineConfig):
     """(in-process executor, scheduler, engine loop) for ``config.pp_schedule``."""
     if config.pp_schedule == "async":
-        from explainer.pp_schedule import AsyncPipelineExecutor, AsyncScheduler, run_until_done_async
+        from explainer.engine.pipeline_executor import AsyncPipelineExecutor, AsyncScheduler, run_until_done_async
         return AsyncPipelineExecutor, AsyncScheduler, run_until_done_async
     return InProcessExecutor, Scheduler, run_until_done
 
