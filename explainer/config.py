@@ -21,19 +21,16 @@ multinomial, hf) keep the engine at PP=1 token-identical to transformers' ``gene
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from explainer.errors import UsageError
+from explainer.model.checkpoint import metadata
 from explainer.model.registry import DEFAULT_MODEL, ModelRegistry
+from explainer.validation import check_int, check_one_of, is_number
+from explainer.vocab import (COMM_GATES, EXECUTOR_BACKENDS, PP_MODES, PP_SCHEDULES, REQUEST_STATE_FIELDS, SAMPLER_DRAWS,
+                             SELF_CONDITIONING_MODES, STATE_SYNC_FIELDS)
 
-PP_MODES = ("generic", "generic-int64", "state-sync")
-PP_SCHEDULES = ("sync", "async")               # vLLM #33960 (historic) | #42187 (one batch in flight per stage)
-SAMPLER_DRAWS = ("multinomial", "gumbel")       # HF transformers' draw | vLLM DiffusionSampler's Gumbel-max
-SELF_CONDITIONING_MODES = ("hf", "vllm")        # SC on denoise inputs only | SC MLP on every request with logits
-EXECUTOR_BACKENDS = ("inprocess", "processes", "hosts")
-COMM_GATES = ("pre-40150", "post-40150")   # the PP group's tensor-dict gate (vLLM PR #40150)
 ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER")
 DEFAULT_MAX_NUM_SEQS = 8   # vLLM lowers max_num_seqs to 8 for DiffusionGemma when the user did not set it
 
@@ -54,7 +51,6 @@ class PipelineParallelNotSupportedError(NotImplementedError, ValueError):
 @lru_cache(maxsize=1)
 def checkpoint_metadata() -> dict:
     """The shipped checkpoint's config + generation config (a small JSON read, no weights)."""
-    from explainer.model.checkpoint import metadata
     return metadata()
 
 
@@ -90,35 +86,34 @@ class EngineConfig:
     # 1. plain values
     def _verify_values(self) -> None:
         ModelRegistry.resolve_model_cls(self.model)          # unknown name -> UsageError listing known
-        _int_at_least("pipeline_parallel_size", self.pipeline_parallel_size, 1)
+        check_int("pipeline_parallel_size", self.pipeline_parallel_size, 1)
         for name in ("canvas_length", "max_denoising_steps", "max_num_seqs", "max_num_batched_tokens"):
             if getattr(self, name) is not None:
-                _int_at_least(name, getattr(self, name), 1)
-        _int_at_least("seed", self.seed, 0)
-        _one_of("pp_mode", self.pp_mode, PP_MODES)
-        _one_of("pp_schedule", self.pp_schedule, PP_SCHEDULES)
-        _one_of("sampler_draw", self.sampler_draw, SAMPLER_DRAWS)
-        _one_of("self_conditioning", self.self_conditioning, SELF_CONDITIONING_MODES)
-        _one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
-        _one_of("comm_gate", self.comm_gate, COMM_GATES)
+                check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        check_one_of("pp_mode", self.pp_mode, PP_MODES)
+        check_one_of("pp_schedule", self.pp_schedule, PP_SCHEDULES)
+        check_one_of("sampler_draw", self.sampler_draw, SAMPLER_DRAWS)
+        check_one_of("self_conditioning", self.self_conditioning, SELF_CONDITIONING_MODES)
+        check_one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)
+        check_one_of("comm_gate", self.comm_gate, COMM_GATES)
         if self.attention_backend is not None:
-            _one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
-        if self.entropy_bound is not None and not (_number(self.entropy_bound) and self.entropy_bound > 0):
+            check_one_of("attention_backend", str(self.attention_backend).upper(), ATTENTION_BACKENDS)
+        if self.entropy_bound is not None and not (is_number(self.entropy_bound) and self.entropy_bound > 0):
             raise UsageError(f"entropy_bound must be a positive float (got {self.entropy_bound!r})")
         for name in ("t_min", "t_max"):
-            if getattr(self, name) is not None and not (_number(getattr(self, name)) and getattr(self, name) >= 0):
+            if getattr(self, name) is not None and not (is_number(getattr(self, name)) and getattr(self, name) >= 0):
                 raise UsageError(f"{name}={getattr(self, name)!r}: must be a finite number >= 0")
         if self.stability_threshold is not None:
-            _int_at_least("stability_threshold", self.stability_threshold, 0)
+            check_int("stability_threshold", self.stability_threshold, 0)
         if self.confidence_threshold is not None and not (
-                _number(self.confidence_threshold) and self.confidence_threshold > 0):
+                is_number(self.confidence_threshold) and self.confidence_threshold > 0):
             raise UsageError(f"confidence_threshold={self.confidence_threshold!r}: must be a number > 0")
         self._verify_sync_fields()
 
     def _verify_sync_fields(self) -> None:
-        """``sync_fields``: any subset of the runner's per-request state fields, state-sync only; sorted."""
-        from explainer.worker.pp_utils import STATE_SYNC_FIELDS
-        from explainer.worker.model_runner import request_state_fields
+        """``sync_fields``: any subset of the per-request state fields (``vocab.REQUEST_STATE_FIELDS``), state-sync
+        only; sorted."""
         if self.sync_fields is None:
             self.sync_fields = STATE_SYNC_FIELDS if self.pp_mode == "state-sync" else ()
             return
@@ -128,7 +123,7 @@ class EngineConfig:
             # the async back-channel (pp_async.py) carries #52015's three fields; a subset is a sync-schedule knob
             raise UsageError(f"sync_fields={self.sync_fields!r} needs pp_schedule='sync'; the async schedule syncs "
                              f"{', '.join(STATE_SYNC_FIELDS)}")
-        valid = request_state_fields()
+        valid = REQUEST_STATE_FIELDS
         if isinstance(self.sync_fields, str) or not all(isinstance(f, str) for f in self.sync_fields):
             raise UsageError(f"sync_fields={self.sync_fields!r}: accepted is a collection of field names from "
                              f"{', '.join(valid)}")
@@ -196,18 +191,3 @@ class EngineConfig:
         """vLLM reuses the spec-decode path: one step schedules ``canvas_length`` draft tokens."""
         return self.canvas_length
 
-
-def _int_at_least(name: str, value, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be an integer >= {low}, got {value!r} ({type(value).__name__})")
-    if value < low:
-        raise UsageError(f"{name}={value} is out of range; accepted: integers >= {low}")
-
-
-def _one_of(name: str, value, accepted: tuple) -> None:
-    if value not in accepted:
-        raise UsageError(f"{name}={value!r} is not accepted; accepted: {', '.join(accepted)}")
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

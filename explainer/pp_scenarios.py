@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from explainer.model import task
 from explainer.config import PipelineParallelNotSupportedError
-from explainer.engine.llm_engine import LLMEngine, RankFailure, error_summary
+from explainer.engine.errors import RankFailure, error_summary
+from explainer.engine.llm_engine import LLMEngine
 from explainer.model.registry import DEFAULT_MODEL
 from explainer.scenario import ScenarioResult, scenario
 from explainer.trace import Trace

@@ -124,7 +124,7 @@ def stages_dot(source) -> str:
         mode, title = trace.meta.get("pp_mode", ""), trace.meta.get("scenario", "run")
     else:                                                         # an EngineConfig: the plan, not a run
         from explainer.model.stages import get_pp_indices
-        from explainer.worker.pp_utils import STATE_SYNC_FIELDS
+        from explainer.vocab import STATE_SYNC_FIELDS
         pp, mode = source.pipeline_parallel_size, source.pp_mode
         layers = {r: get_pp_indices(source.num_hidden_layers, r, pp) for r in range(pp)}
         sym = {"hidden_states": "float32 [1, T, H]", "residual": "float32 [1, T, H]",

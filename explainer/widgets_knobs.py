@@ -40,7 +40,7 @@ def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: di
     import torch
 
     from explainer.model import task
-    from explainer.engine.llm_engine import one_torch_thread
+    from explainer.engine.core import one_torch_thread
     from explainer.model.cached_lm import CachedLM
     from explainer.sampler import StepRecorder, generate
 
@@ -140,8 +140,8 @@ class PPKnobs(_Knob):
 
     def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3,
                  sync_fields: tuple[str, ...] | None = None):
-        from explainer.worker.pp_utils import STATE_SYNC_FIELDS
-        from explainer.worker.model_runner import request_state_fields
+        from explainer.vocab import STATE_SYNC_FIELDS
+        from explainer.worker.states import request_state_fields
         self.held_out = held_out
         chosen = set(STATE_SYNC_FIELDS if sync_fields is None else sync_fields)
         # state-sync: one checkbox per real per-request state field (EngineConfig.sync_fields)

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from explainer.model import task
-from explainer.engine.llm_engine import LLMEngine, one_torch_thread
+from explainer.engine.core import one_torch_thread
+from explainer.engine.llm_engine import LLMEngine
 from explainer.errors import UsageError
 from explainer.model.cached_lm import CachedLM
 from explainer.model.checkpoint import load_pretrained

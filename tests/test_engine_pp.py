@@ -5,7 +5,8 @@ import torch
 
 from explainer.model import task
 from explainer.distributed.inprocess import BroadcastMismatchError, InProcessWorld, NothingPendingError
-from explainer.engine.llm_engine import LLMEngine, RankFailure
+from explainer.engine.errors import RankFailure
+from explainer.engine.llm_engine import LLMEngine
 from explainer.errors import UsageError
 from explainer.trace import Trace
 

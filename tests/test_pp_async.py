@@ -9,7 +9,7 @@ from explainer.cli import main
 from explainer.distributed.inprocess import InProcessWorld, NothingPendingError
 from explainer.engine.llm_engine import LLMEngine
 from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
-from explainer.worker.model_runner import InputBatch
+from explainer.worker.input_batch import InputBatch
 from explainer.trace import Trace
 
 NAMES = ("pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync")

@@ -10,7 +10,7 @@ from explainer.engine.llm_engine import LLMEngine
 from explainer.errors import UsageError
 from explainer.pp_scenarios import load_without_gate
 from explainer.model.registry import ModelRegistry
-from explainer.worker.model_runner import DiffusionGemmaModelState
+from explainer.worker.model_state import DiffusionGemmaModelState
 from explainer.sampler import denoise_step, gumbel_max_draw, multinomial_draw
 from explainer.trace import Trace
 from explainer.worker.warmup import WARMUP_DECODE_STEPS

@@ -8,8 +8,8 @@ from explainer.model import task
 from explainer.config import EngineConfig
 from explainer.engine.llm_engine import LLMEngine
 from explainer.errors import UsageError
-from explainer.worker.pp_utils import STATE_SYNC_FIELDS
-from explainer.worker.model_runner import request_state_fields
+from explainer.vocab import STATE_SYNC_FIELDS
+from explainer.worker.states import request_state_fields
 from explainer.trace import Trace
 
 PRE = "diffusion-gemma-tiny@pre-45828"

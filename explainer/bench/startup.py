@@ -40,7 +40,8 @@ def _time_ms(fn, expected: type[BaseException]) -> float:
 def run(quick: bool = False) -> list[Row]:
     """The rejection's median cost next to the pre-#45828 warmup crash, and how many processes it started."""
     from explainer.config import EngineConfig, PipelineParallelNotSupportedError, checkpoint_metadata
-    from explainer.engine.llm_engine import LLMEngine, RankFailure
+    from explainer.engine.errors import RankFailure
+    from explainer.engine.llm_engine import LLMEngine
     from explainer.pp_scenarios import PRE_FIX_MODEL
     from explainer.model.registry import DEFAULT_MODEL
     from explainer.trace import Trace

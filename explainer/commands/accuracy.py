@@ -28,7 +28,8 @@ def evaluate(numbers: list[int], *, model: str, pp: int, mode: str, seed: int, l
     """Exact match of one engine configuration; ``outcome`` says if it ran at all."""
     from explainer.model import task
     from explainer.config import PipelineParallelNotSupportedError
-    from explainer.engine.llm_engine import LLMEngine, RankFailure, error_summary
+    from explainer.engine.errors import RankFailure, error_summary
+    from explainer.engine.llm_engine import LLMEngine
     from explainer.trace import Trace
 
     row = {"label": label, "model": model, "pp": pp, "mode": mode, "n": len(numbers)}

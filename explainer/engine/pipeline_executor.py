@@ -1,6 +1,6 @@
 """The asynchronous PP schedule's engine side (vLLM #42187): a batch queue and a tick-driven pipeline.
 
-``pp_schedule="sync"`` (vLLM #33960, ``engine.InProcessExecutor``): one step at a time; every rank
+``pp_schedule="sync"`` (vLLM #33960, ``inprocess_executor.InProcessExecutor``): one step at a time; every rank
 runs it, the last rank broadcasts, the others wait for that broadcast before the step ends. With
 ``pp_size`` stages each rank is busy one tick in ``pp_size``.
 
@@ -12,7 +12,7 @@ flight (the scheduler waits for its output, as vLLM's batch queue does), so its 
 A tick with nothing schedulable still issues an empty step (it only advances the ranks' FIFOs).
 
 Every rank runs the same per-tick program, so the same code drives all ranks in this process or one
-rank per process (``engine._rank_program``):
+rank per process (``multiproc_executor.rank_program``):
 
     for each rank r (rank order): execute_model(step at stage r)   # top: consume the FIFO head
                                   non-last: sample_tokens()          # posts the receive, returns nothing
@@ -26,29 +26,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from explainer.engine.llm_engine import InProcessExecutor, RankFailure, RequestOutput, Scheduler
-from explainer.worker.pp_async import AsyncModelRunner
-from explainer.worker.model_runner import ModelRunnerOutput, SchedulerOutput
-
-
-class AsyncScheduler(Scheduler):
-    """vLLM's batch queue: a request with a step in flight is skipped until that step's output returns."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.in_flight: set[str] = set()
-
-    def _skip(self, req) -> bool:
-        return req.req_id in self.in_flight
-
-    def schedule(self) -> SchedulerOutput:
-        so = super().schedule()                  # Scheduler's budget loop, skipping requests in flight
-        self.in_flight |= set(so.num_scheduled_tokens)
-        return so
-
-    def update_from_output(self, so: SchedulerOutput, out: ModelRunnerOutput) -> list[RequestOutput]:
-        self.in_flight -= set(so.num_scheduled_tokens)
-        return super().update_from_output(so, out)
+from explainer.engine.errors import RankFailure
+from explainer.engine.inprocess_executor import InProcessExecutor
+from explainer.worker.async_model_runner import AsyncModelRunner
+from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
 
 
 class AsyncPipelineExecutor(InProcessExecutor):
@@ -65,11 +46,11 @@ class AsyncPipelineExecutor(InProcessExecutor):
         self.ticks = 0
 
     def busy(self) -> bool:
-        return any(so is not None and (so.num_scheduled_tokens or so.finished_req_ids) for so in self.stages)
+        return any(step is not None and (step.num_scheduled_tokens or step.finished_req_ids) for step in self.stages)
 
-    def tick(self, so: SchedulerOutput) -> tuple[SchedulerOutput | None, ModelRunnerOutput | None]:
+    def tick(self, scheduler_output: SchedulerOutput) -> tuple[SchedulerOutput | None, ModelRunnerOutput | None]:
         """One tick. Returns (the step that left the last stage, its output as this process knows it)."""
-        self.stages.appendleft(so)
+        self.stages.appendleft(scheduler_output)
         failed: list = []
         down = set()
         self.trace.set_tick(self.ticks)
@@ -101,31 +82,9 @@ class AsyncPipelineExecutor(InProcessExecutor):
             raise RankFailure(failed, any(s is not None and s.warmup for s in self.stages))
         return done, out
 
-    def execute_model(self, so: SchedulerOutput) -> ModelRunnerOutput | None:
+    def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput | None:
         """``so`` alone through every stage: this tick, then ``pp - 1`` empty steps behind it."""
-        done, out = self.tick(so)
+        done, out = self.tick(scheduler_output)
         for _ in range(self.pp - 1):
-            done, out = self.tick(SchedulerOutput(so.step, warmup=so.warmup))
+            done, out = self.tick(SchedulerOutput(scheduler_output.step, warmup=scheduler_output.warmup))
         return out
-
-
-def run_until_done_async(scheduler: AsyncScheduler, executor: AsyncPipelineExecutor,
-                         on_finish=None) -> dict[str, RequestOutput]:
-    """The async engine loop: one (possibly empty) step per tick until every request finished and the
-    pipeline drained; then one more step carries the finished ids to every rank."""
-    done: dict[str, RequestOutput] = {}
-
-    def take(step, out):
-        if step is not None and out is not None and step.num_scheduled_tokens:
-            for o in scheduler.update_from_output(step, out):
-                done[o.req_id] = o
-                if on_finish:
-                    on_finish(o)
-
-    while scheduler.has_unfinished_requests() or executor.busy():
-        take(*executor.tick(scheduler.schedule()))
-    if scheduler.finished_req_ids:
-        take(*executor.tick(scheduler.schedule()))
-        while executor.busy():
-            take(*executor.tick(SchedulerOutput(scheduler.step)))
-    return done

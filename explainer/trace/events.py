@@ -36,6 +36,12 @@ class Transfer:
     bytes: int
     op: str = "send"          # "send" (point to point) or "broadcast"
 
+    @classmethod
+    def of_tensor(cls, sender: int, receiver: int, name: str, tensor, op: str = "send") -> "Transfer":
+        """The record of ``tensor`` (a torch tensor: dtype, shape, bytes) crossing from ``sender`` to ``receiver``."""
+        return cls(sender, receiver, name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape),
+                   tensor.numel() * tensor.element_size(), op)
+
 
 @dataclass
 class Event:

@@ -14,7 +14,7 @@ mask and no draft ids; the later #42187 handler has both). Generic modes send wh
 Receivers pre-allocate both. Mode ``state-sync`` (open vLLM PR #52015) also broadcasts what every rank
 reads: ``draft_tokens`` [num_reqs, CL] int64 and ``is_encoder_phase`` [num_reqs] bool, and sends
 ``self_conditioning_embeds`` [num_reqs, CL, H] fp32 to the first rank. ``EngineConfig.sync_fields``
-picks any other subset of the per-request state fields (``runner.request_state_fields()``; the workshop's
+picks any other subset of the per-request state fields (``vocab.REQUEST_STATE_FIELDS``; the workshop's
 ``sync-fields`` exercise): ``send_state``/``recv_state`` broadcast each chosen field, except those only the
 first rank reads, which go point to point to it. Every transfer is traced with its bytes (on the sender's event).
 """
@@ -24,14 +24,8 @@ from __future__ import annotations
 import torch
 
 from explainer.trace import Trace, Transfer
+from explainer.vocab import FIRST_RANK_ONLY_FIELDS
 
-STATE_SYNC_FIELDS = ("draft_tokens", "is_encoder_phase", "self_conditioning_embeds")
-FIRST_RANK_ONLY = ("self_conditioning_embeds",)     # read by prepare_inputs (embed + SC) on the first rank only
-
-
-def _transfer(sender: int, receiver: int, name: str, t: torch.Tensor, op: str) -> Transfer:
-    return Transfer(sender, receiver, name, str(t.dtype).removeprefix("torch."), list(t.shape),
-                    t.numel() * t.element_size(), op)
 
 
 class PPHandler:
@@ -49,7 +43,7 @@ class PPHandler:
         dst = self.rank + 1
         self.group.send_tensor_dict(tensors, dst=dst)
         self.trace.record(self.rank, "send", f"IntermediateTensors -> rank {dst}",
-                          transfers=[_transfer(self.rank, dst, k, v, "send") for k, v in tensors.items()])
+                          transfers=[Transfer.of_tensor(self.rank, dst, k, v, "send") for k, v in tensors.items()])
 
     def recv_intermediate_tensors(self, buffer, num_tokens: int) -> dict[str, torch.Tensor]:
         """Receive from the previous rank into the persistent buffer [1, max_tokens, H]; return views."""
@@ -75,7 +69,7 @@ class PPHandler:
         transfers = []
         for name, tensor in tensors.items():
             self.group.broadcast(tensor, src=self.last)
-            transfers += [_transfer(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
+            transfers += [Transfer.of_tensor(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
         if synced:
             transfers += self.send_state(synced)
         self.trace.record(self.rank, "broadcast", f"back-channel ({self.mode}) -> ranks 0..{self.last - 1}",
@@ -98,23 +92,23 @@ class PPHandler:
         transfers, to_first = [], {}
         for name, tensor in synced.items():
             tensor = tensor.contiguous()
-            if name in FIRST_RANK_ONLY:
+            if name in FIRST_RANK_ONLY_FIELDS:
                 to_first[name] = tensor
                 continue
             self.group.broadcast(tensor, src=self.last)
-            transfers += [_transfer(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
+            transfers += [Transfer.of_tensor(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
         if to_first:
             self.group.send_tensor_dict(to_first, dst=0)
-            transfers += [_transfer(self.last, 0, k, v, "send") for k, v in to_first.items()]
+            transfers += [Transfer.of_tensor(self.last, 0, k, v, "send") for k, v in to_first.items()]
         return transfers
 
     def recv_state(self, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Non-last rank: the mirror of ``send_state`` (the first rank also takes the point-to-point dict)."""
         out = {}
         for name, mine in like.items():
-            if name not in FIRST_RANK_ONLY:
+            if name not in FIRST_RANK_ONLY_FIELDS:
                 out[name] = self.group.broadcast(torch.empty_like(mine, memory_format=torch.contiguous_format),
                                                  src=self.last)
-        if self.rank == 0 and any(name in FIRST_RANK_ONLY for name in like):
+        if self.rank == 0 and any(name in FIRST_RANK_ONLY_FIELDS for name in like):
             out.update(self.group.recv_tensor_dict(src=self.last))
         return out

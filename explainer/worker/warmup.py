@@ -19,7 +19,7 @@ has no KV blocks or structured outputs. The toy's runner, unlike vLLM's, keeps i
 
 from __future__ import annotations
 
-from explainer.worker.model_runner import NewRequestData, SchedulerOutput
+from explainer.worker.outputs import NewRequestData, SchedulerOutput
 
 WARMUP_DECODE_STEPS = 5
 WARMUP_NUM_REQS = 2

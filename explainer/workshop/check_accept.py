@@ -140,7 +140,7 @@ def run(fn, code):
 def _generation_check(fn, code) -> Check:
     """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
     from explainer import sampler
-    from explainer.engine.llm_engine import RankFailure
+    from explainer.engine.errors import RankFailure
     want = _generate()
     original = sampler.entropy_bound_accept
     sampler.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,

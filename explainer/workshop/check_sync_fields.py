@@ -13,7 +13,7 @@ from __future__ import annotations
 from explainer.model import task
 from explainer.engine.llm_engine import LLMEngine
 from explainer.pp_scenarios import PRE_FIX_MODEL
-from explainer.worker.model_runner import request_state_fields
+from explainer.worker.states import request_state_fields
 from explainer.trace import Trace
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase

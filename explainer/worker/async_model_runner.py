@@ -1,0 +1,125 @@
+"""``AsyncModelRunner``: the ``ModelRunner`` of the asynchronous PP schedule (vLLM #42187, MRV2
+``model_runner.py`` at ``0036d38``).
+
+Non-last ranks consume the back-channel entry of ``pp_size`` steps ago at the top of ``execute_model``
+(``update_pp_decode_requests``) and only *post* the receive in ``sample_tokens``; the last rank samples and
+broadcasts. ``pp_async.py`` documents the handler, the FIFO and where the toy is exact and where it is not.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from explainer.worker.input_batch import InputBatch
+from explainer.worker.model_runner import ModelRunner
+from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
+from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
+
+
+class AsyncModelRunner(ModelRunner):
+    """``ModelRunner`` on the async schedule: consume at the top of ``execute_model``; non-last ranks'
+    ``sample_tokens`` only post the receive and return nothing."""
+
+    def __init__(self, config, group, trace):
+        super().__init__(config, group, trace)
+        self.pp = AsyncPPHandler(group, trace, num_spec=config.num_speculative_tokens,
+                                 hidden_size=config.hidden_size, mode=config.pp_mode,
+                                 max_num_reqs=config.max_num_seqs)
+        self._step = 0
+        self._mask = None
+
+    @torch.no_grad()
+    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+        self.trace.set_step(scheduler_output.step, scheduler_output.warmup)
+        self._step = scheduler_output.step
+        if self.pp.enabled and not self.is_last_rank:
+            self.update_pp_decode_requests()
+        for req_id in scheduler_output.finished_req_ids:          # generation counter, then free
+            slot = self.req_states.req_id_to_slot.get(req_id)
+            if slot is not None:
+                self.pp.on_req_idx_freed(slot)
+        computed = {}
+        for req_id in scheduler_output.num_scheduled_tokens:      # old_computed, for the mask
+            slot = self.req_states.req_id_to_slot.get(req_id)
+            computed[req_id] = 0 if slot is None else int(self.req_states.num_computed_tokens[slot])
+        super().execute_model(scheduler_output)
+        batch = self._batch
+        prefill = [len(self.req_states.all_token_ids[s]) if not d else 0
+                   for s, d in zip(batch.slots, batch.is_decode)]
+        self._mask = (compute_need_sampled_mask(batch, [computed[r] for r in batch.req_ids], prefill)
+                      if batch.req_ids else None)
+
+    def update_pp_decode_requests(self) -> None:
+        got = self.pp.get_prev_sampled_outputs()
+        if got is None:
+            return
+        pending, keep = got
+        t = pending.tensors
+        sampled, (num_sampled, num_rejected) = t["sampled_token_ids"], t["num_sampled_num_rejected"]
+        st = self.model_state.req_states
+        batch = InputBatch([pending.req_ids[i] for i in keep], [pending.slots[i] for i in keep],
+                           [], [], [], [], [])
+        self._post_update(batch, sampled[keep], num_sampled[keep], num_rejected[keep])
+        applied = ["num_computed_tokens", "all_token_ids"]
+        if "draft_tokens" in t:
+            self.req_states.draft_tokens[batch.slots] = t["draft_tokens"][keep]
+            applied.append("draft_tokens")
+        if "is_encoder_phase" in t:
+            st.is_encoder_phase[batch.slots] = t["is_encoder_phase"][keep]
+            applied.append("is_encoder_phase")
+        if "self_conditioning_embeds" in t:
+            st.self_conditioning_embeds[batch.slots] = t["self_conditioning_embeds"][keep]
+            applied.append("self_conditioning_embeds")
+        self.trace.record(self.rank, "consume", f"step {pending.step}'s back-channel, consumed "
+                          f"{self.world_size} steps later: {', '.join(applied)} for {', '.join(batch.req_ids)}",
+                          data={"consumed_step": pending.step, "applied": applied})
+
+    @torch.no_grad()
+    def sample_tokens(self) -> ModelRunnerOutput | None:
+        batch = self._batch
+        self.trace.set_step(self._step, self.trace.warmup)
+        if batch is None or not batch.req_ids:
+            if self.pp.enabled and not self.is_last_rank:
+                self.pp.post_receive(self._step, batch, None)
+            return ModelRunnerOutput([], [], [], {}) if self.is_last_rank else None
+        if not self.is_last_rank:                                # post the receive, return nothing
+            self.phase = "receive"
+            posted = self.pp.post_receive(self._step, batch, self._mask)
+            when = f"consumed {self.world_size} steps later" if posted else "mask None: no collective"
+            self.trace.record(self.rank, "receive", f"receive posted for step {self._step} ({when}); "
+                              f"num_computed_tokens advanced optimistically", data={"posted": posted is not None})
+            return None
+        sampled, num_sampled, num_rejected = self._sample(batch)
+        if self.pp.enabled:
+            self.phase = "broadcast"
+            st = self.model_state.req_states
+            self.pp.broadcast_async(sampled, num_sampled, num_rejected, batch, self._mask,
+                                    self.req_states.draft_tokens[batch.slots],
+                                    synced={"is_encoder_phase": st.is_encoder_phase[batch.slots],
+                                            "self_conditioning_embeds": st.self_conditioning_embeds[batch.slots]})
+        self._post_update(batch, sampled, num_sampled, num_rejected)
+        return self._output(batch, sampled, num_sampled, num_rejected)
+
+    def delivered_output(self, step: int) -> ModelRunnerOutput | None:
+        """Non-last rank: complete the receive for ``step`` (if posted) and return the step's output as
+        this rank now knows it (its replicated scheduler needs it in the one-process-per-rank backend)."""
+        self.phase = "receive"
+        pending = self.pp.deliver(step)
+        if pending is None:
+            return None
+        self.trace.set_step(step, self.trace.warmup)            # recorded under the step it belongs to
+        t = pending.tensors
+        sampled, (num_sampled, num_rejected) = t["sampled_token_ids"], t["num_sampled_num_rejected"]
+        self.trace.record(self.rank, "receive", f"back-channel for step {step} delivered (side stream): "
+                          f"{', '.join(t)}", data={"delivered_step": step})
+        drafts = t.get("draft_tokens")
+        return ModelRunnerOutput(
+            list(pending.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(pending.slots))],
+            [int(n) for n in num_rejected],
+            {} if drafts is None else {rid: drafts[i].tolist() for i, rid in enumerate(pending.req_ids)})
+
+    def _output(self, batch, sampled, num_sampled, num_rejected) -> ModelRunnerOutput:
+        return ModelRunnerOutput(
+            list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
+            [int(n) for n in num_rejected],
+            {rid: self.req_states.draft_tokens[s].tolist() for rid, s in zip(batch.req_ids, batch.slots)})

@@ -1,0 +1,33 @@
+"""What crosses the engine/worker seam each step: the scheduler's ``SchedulerOutput`` (vLLM
+``v1/core/sched/output.py``) and the runner's ``ModelRunnerOutput`` (vLLM ``v1/outputs.py``). They live with the
+worker, which consumes and produces them; the engine above imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class NewRequestData:
+    req_id: str
+    prompt_token_ids: list[int]
+    seed: int
+
+
+@dataclass
+class SchedulerOutput:
+    step: int
+    scheduled_new_reqs: list[NewRequestData] = field(default_factory=list)
+    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)        # batch order
+    scheduled_spec_decode_tokens: dict[str, list[int]] = field(default_factory=dict)   # CL drafts
+    finished_req_ids: list[str] = field(default_factory=list)
+    warmup: bool = False
+
+
+@dataclass
+class ModelRunnerOutput:
+    req_ids: list[str]
+    sampled_token_ids: list[list[int]]
+    num_rejected: list[int]
+    draft_token_ids: dict[str, list[int]]      # draft_tokens_handler: the canvas each request denoises next
