@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_environment() -> None:
     """Every EXPLAINER_* variable, before any command does work or starts a process (exit 2 on a bad one)."""
-    from explainer.distributed.device_communicators.cpu_communicator import validate_env
+    from explainer.distributed.device_communicators.comm_config import validate_env
     validate_env()
 
 
@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         how = str(exc) or "SIGINT"
         if argv is None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
-        if "explainer.distributed.launch" in sys.modules:  # ranks are ended by launch(); now its helpers
+        if "explainer.distributed.procs" in sys.modules:   # ranks are ended by launch(); now its helpers
             try:
-                sys.modules["explainer.distributed.launch"].stop_helpers()
+                sys.modules["explainer.distributed.procs"].stop_helpers()
             except Exception:                             # noqa: BLE001 - exiting anyway
                 pass
         print(f"\rinterrupted ({how}): rank processes, forkserver and resource tracker ended", file=sys.stderr)

@@ -84,7 +84,7 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
 
 
 def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
-    from explainer.distributed.device_communicators.cpu_communicator import env_timeout, validate_env
+    from explainer.distributed.device_communicators.comm_config import env_timeout, validate_env
     from explainer.distributed.launch import free_port, launch
     validate_env()                                        # bad EXPLAINER_* values: exit 2 before any process
     comm_timeout = env_timeout(default=20.0)              # the user's EXPLAINER_COMM_TIMEOUT wins

@@ -20,7 +20,8 @@ import ipywidgets as W
 
 from explainer import render_comm as R
 from explainer.comm_scenarios import exchange_rank
-from explainer.distributed.device_communicators.cpu_communicator import MACHINE_TO_ARCH, GATES
+from explainer.distributed.device_communicators.comm_config import MACHINE_TO_ARCH
+from explainer.vocab import COMM_GATES as GATES
 from explainer.errors import UsageError
 
 ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings

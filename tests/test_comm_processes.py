@@ -16,7 +16,8 @@ import torch
 import torch.distributed as dist
 
 from explainer.distributed.device_communicators import shm
-from explainer.distributed.device_communicators.cpu_communicator import NO_DICT_FASTPATH, ONLY_TENSORS, CommConfig
+from explainer.distributed.device_communicators.comm_config import CommConfig
+from explainer.distributed.device_communicators.cpu_communicator import NO_DICT_FASTPATH, ONLY_TENSORS
 from explainer.distributed.launch import launch, values
 from explainer.distributed.parallel_state import GroupCoordinator
 

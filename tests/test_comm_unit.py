@@ -7,19 +7,21 @@ import torch
 
 from explainer.distributed.device_communicators import cpu_communicator as cc
 from explainer.distributed import parallel_state as ps
+from explainer.distributed import tensor_metadata as tm
+from explainer.distributed.device_communicators import comm_config
 
 
 def test_metadata_codec_round_trips_tensors_and_values():
     d = {"hidden_states": torch.randn(2, 3), "bf": torch.zeros(0, 4, dtype=torch.bfloat16),
          "s": "text", "i": 7, "f": 0.5, "n": None, "b": True, "l": [1, "a", [2.5]], "t": (1, (2, "x")),
          "d": {"k": [1, 2], "m": {"z": None}}, "raw": b"\x00\xff"}
-    meta, tensors = ps._split_tensor_dict(d)
+    meta, tensors = tm.split_tensor_dict(d)
     assert [t.shape for t in tensors] == [torch.Size([2, 3]), torch.Size([0, 4])]
-    data = ps.encode_metadata(meta)
+    data = tm.encode_metadata(meta)
     json.loads(data)                                    # plain JSON on the wire, never pickle
-    back = ps.decode_metadata(data)
-    assert back[0] == ("hidden_states", ps.TensorMetadata("cpu", torch.float32, torch.Size([2, 3])))
-    assert back[1] == ("bf", ps.TensorMetadata("cpu", torch.bfloat16, torch.Size([0, 4])))
+    back = tm.decode_metadata(data)
+    assert back[0] == ("hidden_states", tm.TensorMetadata("cpu", torch.float32, torch.Size([2, 3])))
+    assert back[1] == ("bf", tm.TensorMetadata("cpu", torch.bfloat16, torch.Size([0, 4])))
     assert dict(back[2:]) == {k: v for k, v in d.items() if not isinstance(v, torch.Tensor)}
     assert isinstance(dict(back)["t"], tuple) and isinstance(dict(back)["l"], list)
 
@@ -30,18 +32,18 @@ def test_metadata_codec_round_trips_tensors_and_values():
     ([torch.zeros(1)], ["'bad'", "Tensor"]),
 ])
 def test_metadata_rejects_values_it_cannot_carry(value, words):
-    meta, _ = ps._split_tensor_dict({"ok": 1, "bad": value})
+    meta, _ = tm.split_tensor_dict({"ok": 1, "bad": value})
     with pytest.raises(TypeError) as info:
-        ps.encode_metadata(meta)
+        tm.encode_metadata(meta)
     for w in words:
         assert w in str(info.value)
 
 
 def test_metadata_rejects_non_str_keys_and_unknown_dtypes():
     with pytest.raises(TypeError, match="keys must be str"):
-        ps.encode_metadata([(3, 1)])
+        tm.encode_metadata([(3, 1)])
     with pytest.raises(ValueError, match="unknown dtype 'os'"):
-        ps.decode_metadata(b'[["x",{"tensor":{"device":"cpu","dtype":"os","size":[1]}}]]')
+        tm.decode_metadata(b'[["x",{"tensor":{"device":"cpu","dtype":"os","size":[1]}}]]')
 
 
 def test_unique_names_count_per_kind():
@@ -58,7 +60,7 @@ def test_config_resolves_from_environment(monkeypatch):
     cfg = cc.CommConfig().resolved()
     assert (cfg.ident, cfg.shm_ops_built, cfg.cpu_arch, cfg.allow_arm, cfg.timeout) == ("43127", False, "ARM", False, 7.5)
     assert cfg.allowed_arches() == ("X86", "S390X")
-    assert cc.CommConfig(allow_arm=True).resolved().allowed_arches() == cc.VLLM_ARCH_ALLOW_LIST
+    assert cc.CommConfig(allow_arm=True).resolved().allowed_arches() == comm_config.VLLM_ARCH_ALLOW_LIST
 
 
 def test_config_errors_name_the_accepted_values(monkeypatch):
@@ -75,14 +77,14 @@ def test_architecture_names_follow_vllm(monkeypatch):
     monkeypatch.delenv("EXPLAINER_CPU_ARCH", raising=False)
     for machine, arch in [("x86_64", "X86"), ("aarch64", "ARM"), ("ppc64le", "POWERPC"), ("s390x", "S390X"),
                           ("riscv64", "RISCV"), ("sparc", "UNKNOWN")]:
-        monkeypatch.setattr(cc.platform, "machine", lambda m=machine: m)
-        assert cc.get_cpu_architecture() == arch
+        monkeypatch.setattr(comm_config.platform, "machine", lambda m=machine: m)
+        assert comm_config.get_cpu_architecture() == arch
 
 
 def test_default_ident_is_per_node(monkeypatch):
     monkeypatch.delenv("EXPLAINER_DIST_IDENT", raising=False)
     monkeypatch.setenv("MASTER_PORT", "29500")
-    assert cc.default_ident().endswith(":29500")
+    assert comm_config.default_ident().endswith(":29500")
 
 
 def test_decision_path_reads_like_the_tree():
@@ -120,14 +122,14 @@ def test_comm_bench_measures_every_figure_side_by_side():
 def test_shm_ops_default_to_x86_hosts_only(monkeypatch):
     monkeypatch.delenv("EXPLAINER_SHM_OPS", raising=False)
     for machine, built in [("x86_64", True), ("aarch64", False), ("ppc64le", False)]:
-        monkeypatch.setattr(cc.platform, "machine", lambda m=machine: m)
+        monkeypatch.setattr(comm_config.platform, "machine", lambda m=machine: m)
         assert cc.CommConfig().resolved().shm_ops_built is built
 
 
 @pytest.mark.parametrize("name,value", [("EXPLAINER_COMM_TIMEOUT", "soon"), ("EXPLAINER_COMM_TIMEOUT", "-1"),
                                         ("EXPLAINER_SHM_CHUNK_BYTES", "1.5"), ("EXPLAINER_SHM_CHUNK_BYTES", "0")])
 def test_bad_environment_numbers_name_the_variable(monkeypatch, name, value):
-    from explainer.distributed.device_communicators.cpu_communicator import CommConfig
+    from explainer.distributed.device_communicators.comm_config import CommConfig
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=rf"{name}={value!r}: accepted are"):
         CommConfig().resolved()

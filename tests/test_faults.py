@@ -22,7 +22,8 @@ import pytest
 import torch
 
 from explainer.distributed.device_communicators import shm
-from explainer.distributed.launch import launch, proc_state
+from explainer.distributed.launch import launch
+from explainer.distributed.procs import proc_state
 
 pytestmark = pytest.mark.slow
 T = 2.0                                        # EXPLAINER_COMM_TIMEOUT of every case

@@ -224,7 +224,7 @@ def test_interrupted_run_tears_everything_down(sig):
     assert len(hosts.our_namespaces(proc.pid)) == 2, "the run never created its hosts"
     inside = []
     while time.monotonic() < deadline and not inside:          # wait until the hosts run processes
-        inside = [p for ns in hosts.our_namespaces(proc.pid) for p in hosts._netns_pids(ns)]
+        inside = [p for ns in hosts.our_namespaces(proc.pid) for p in hosts.netns_pids(ns)]
         time.sleep(0.05)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -241,7 +241,7 @@ def test_namespaces_of_a_sigkilled_launcher_are_swept_by_the_next_run():
     deadline = time.monotonic() + 60
     inside = []
     while time.monotonic() < deadline and not inside:
-        inside = [p for ns in hosts.our_namespaces(proc.pid) for p in hosts._netns_pids(ns)]
+        inside = [p for ns in hosts.our_namespaces(proc.pid) for p in hosts.netns_pids(ns)]
         time.sleep(0.05)
     assert inside
     proc.kill()                                       # no teardown runs in the launcher

@@ -98,12 +98,12 @@ def _phases(ch, d: dict, n: int) -> dict:
     """Rank 0 times each phase of one 4 KiB hand-off alone, on the real channel, right after a dict
     ping-pong: rank 1's last reply still sits in its outbox half (the header check and copy-out read it
     there) and rank 1 is idle, so rank 0 may rewrite its own next half (copy-in)."""
-    from explainer.distributed.device_communicators.shm import _acked_slot, _sent_slot
+    from explainer.distributed.device_communicators.shm import acked_slot, sent_slot
     items = d.items()
     layout, ptrs = ch._codec.encode(items)
-    r = ch._ctrl[0][_acked_slot(1)]                       # rank 1's last message to rank 0 ...
+    r = ch._ctrl[0][acked_slot(1)]                       # rank 1's last message to rank 0 ...
     half, base = r % 2, ch._outbox(0, r, 1)               # ... and where it is
-    free = ch._outbox(1, ch._ctrl[0][_sent_slot(1)] + 1, 0)   # rank 0's next half to rank 1
+    free = ch._outbox(1, ch._ctrl[0][sent_slot(1)] + 1, 0)   # rank 0's next half to rank 1
     inbox = ch._inbox[1]
     _, destinations = inbox.allocate()
 
@@ -137,7 +137,7 @@ def _stream(g, d, n: int) -> float:
 def _rank(quick: bool, sizes: tuple = SIZES) -> dict:
     import torch
 
-    from explainer.distributed.device_communicators.cpu_communicator import CommConfig
+    from explainer.distributed.device_communicators.comm_config import CommConfig
     from explainer.distributed.parallel_state import GroupCoordinator
 
     torch.manual_seed(0)

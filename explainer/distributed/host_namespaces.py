@@ -12,6 +12,7 @@ so ``sweep_stale`` can remove what a SIGKILLed launcher left.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import os
 import re
@@ -65,7 +66,7 @@ def unavailable_reason() -> str | None:
         if shutil.which(tool) is None:
             pkg = "iproute2" if tool == "ip" else "util-linux"
             return f"--backend hosts needs the '{tool}' command (Debian package {pkg}); it is not on PATH"
-    if _torchrun() is None:
+    if torchrun_command() is None:
         return "--backend hosts needs torchrun (torch.distributed.run); it is not importable"
     try:
         probe = subprocess.run(["unshare", "--net", "--mount", "--uts", "true"], capture_output=True,
@@ -73,7 +74,7 @@ def unavailable_reason() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"--backend hosts: probing namespaces failed ({exc})"
     if probe.returncode != 0:
-        return f"--backend hosts: this kernel refuses new namespaces ({_last_line(probe.stderr)})"
+        return f"--backend hosts: this kernel refuses new namespaces ({last_line(probe.stderr)})"
     return None
 
 
@@ -94,15 +95,14 @@ def _effective_caps() -> int | None:
     return None
 
 
-def _torchrun() -> list[str] | None:
+def torchrun_command() -> list[str] | None:
     script = os.path.join(os.path.dirname(sys.executable), "torchrun")
     if os.access(script, os.X_OK):
         return [script]
-    import importlib.util
     return [sys.executable, "-m", "torch.distributed.run"] if importlib.util.find_spec("torch.distributed.run") else None
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "no message"
 
@@ -126,7 +126,7 @@ def _run_step(step: str, argv: list[str], timeout: float = STEP_TIMEOUT) -> str:
     except OSError as exc:
         raise HostStepError(step, f"'{argv[0]}' could not start: {exc}") from None
     if out.returncode != 0:
-        raise HostStepError(step, f"'{' '.join(argv)}' exited {out.returncode}: {_last_line(out.stderr)}")
+        raise HostStepError(step, f"'{' '.join(argv)}' exited {out.returncode}: {last_line(out.stderr)}")
     return out.stdout
 
 
@@ -161,7 +161,7 @@ def sweep_stale() -> list[str]:
     return swept
 
 
-def _netns_pids(ns: str) -> list[int]:
+def netns_pids(ns: str) -> list[int]:
     try:
         out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=STEP_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired):
@@ -172,16 +172,16 @@ def _netns_pids(ns: str) -> list[int]:
 def _kill_netns_pids(ns: str, term_wait: float = 3.0) -> list[int]:
     """End every process inside our namespace by pid: SIGTERM, then SIGKILL; return survivors."""
     for sig, wait_s in ((signal.SIGTERM, term_wait), (signal.SIGKILL, 5.0)):
-        pids = _netns_pids(ns)
+        pids = netns_pids(ns)
         if not pids:
             return []
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and _netns_pids(ns):
+        while time.monotonic() < deadline and netns_pids(ns):
             time.sleep(0.05)
-    return _netns_pids(ns)
+    return netns_pids(ns)
 
 
 def create_hosts(n: int = 2) -> list[Host]:

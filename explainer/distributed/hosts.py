@@ -33,15 +33,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from explainer.distributed.host_namespaces import (  # noqa: F401 - re-exported: the hosts API in one place
-    ADDRESSES, IFNAME, MASTER_PORT, NS_PREFIX, SHM_SIZE, STEP_TIMEOUT, SUBNET, Host, HostStepError,
-    HostsUnavailable, _last_line, _netns_pids, _torchrun, check_available, create_hosts, destroy_hosts,
-    WORKDIR_PREFIX, our_namespaces, sweep_stale, unavailable_reason)
-from explainer.distributed.launch import RankResult
+    ADDRESSES, IFNAME, MASTER_PORT, NS_PREFIX, SHM_SIZE, STEP_TIMEOUT, SUBNET, WORKDIR_PREFIX, Host, HostStepError,
+    HostsUnavailable, check_available, create_hosts, destroy_hosts, last_line, netns_pids, our_namespaces,
+    sweep_stale, torchrun_command, unavailable_reason)
+from explainer.distributed.rank_watch import RankResult
 
 
 @dataclass
@@ -59,7 +60,6 @@ class HostsRun:
 @contextlib.contextmanager
 def _sigterm_as_interrupt():
     """A SIGTERM to the launcher runs the same teardown as Ctrl-C (main thread only)."""
-    import threading
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -120,7 +120,7 @@ def _start_host(h: Host, nnodes: int, workdir: str, comm_timeout: float, run: Ho
     node = [sys.executable, "-m", "explainer.distributed.hosts_node", "--node-rank", str(h.index),
             "--nnodes", str(nnodes), "--hostname", h.hostname, "--master-addr", ADDRESSES[0],
             "--master-port", str(MASTER_PORT), "--workdir", workdir, "--shm-size", SHM_SIZE,
-            "--torchrun", (_torchrun() or ["-"])[0] if len(_torchrun() or []) == 1 else "-"]
+            "--torchrun", (torchrun_command() or ["-"])[0] if len(torchrun_command() or []) == 1 else "-"]
     argv = ["ip", "netns", "exec", h.netns, "unshare", "--mount", "--uts", "--propagation", "private", "--"] + node
     run.commands.append(argv)
     h.log_path = os.path.join(workdir, f"host{h.index}.log")
@@ -211,7 +211,7 @@ def _result_of(workdir: str, r: int, host: Host, elapsed: float) -> RankResult |
     if host_gone and pid is None and not os.path.exists(path):    # the host's launcher failed before torchrun ran
         return RankResult(r, False, seconds=elapsed, error_type="HostStepError",
                           error_message=f"host{r}'s launcher exited {host.proc.returncode} before its rank started: "
-                                        f"{_last_line(_read(host.log_path))}")
+                                        f"{last_line(_read(host.log_path))}")
     if (rank_gone or host_gone) and not os.path.exists(path):     # died without reporting
         return RankResult(r, False, pid=pid, exitcode=_exitcode_from_log(host.log_path), seconds=elapsed,
                           error_type="ProcessDied",

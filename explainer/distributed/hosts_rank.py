@@ -13,11 +13,15 @@ import logging
 import os
 import pickle
 import socket
+import subprocess
 import sys
 import traceback
 
+import torch
+
 from explainer.distributed.hosts_node import die_with_parent
-from explainer.distributed.launch import _cleanup      # segments, groups, process group: the same on a host
+from explainer.distributed.rank_process import cleanup_rank   # segments, groups, process group: the same on a host
+from explainer.distributed.parallel_state import get_pp_group, init_distributed_environment
 
 
 class _Lines(logging.Handler):
@@ -72,7 +76,6 @@ def _addr(hexaddr: str) -> str:
 
 
 def _addresses() -> list[str]:
-    import subprocess
     try:
         out = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.TimeoutExpired):
@@ -83,11 +86,10 @@ def _addresses() -> list[str]:
 def _pp_choice() -> dict:
     """What the PP group of this rank chose, if the function built one (read before it is destroyed)."""
     try:
-        from explainer.distributed import parallel_state
-        pp = parallel_state._PP
-    except Exception:                             # noqa: BLE001
+        pp = get_pp_group()
+    except RuntimeError:                          # the function built no PP group
         return {}
-    if pp is None or pp.device_communicator is None:
+    if pp.device_communicator is None:
         return {}
     d = pp.device_communicator.decision
     return {"backend": d.backend, "path": d.path(), "gate": pp.gate,
@@ -110,9 +112,6 @@ def main(workdir: str) -> None:
         for p in reversed(spec["sys_path"]):      # as multiprocessing's spawn: the parent's import path
             if p not in sys.path:
                 sys.path.insert(0, p)
-        import torch
-
-        from explainer.distributed.parallel_state import init_distributed_environment
         torch.set_num_threads(spec["num_threads"])
         init_distributed_environment()
         try:
@@ -135,7 +134,7 @@ def main(workdir: str) -> None:
                   os.path.join(workdir, f"rank{rank}.result.pkl"))
             code = 1
     finally:
-        _cleanup()
+        cleanup_rank()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

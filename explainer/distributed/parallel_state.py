@@ -14,34 +14,29 @@ The flag is computed by one of two gates, chosen by name:
 ``"post-40150"`` -> ``is_cpu() and device_communicator and getattr(device_communicator, "supports_tensor_dict", False)``.
 ``gate_fn=f`` replaces both with ``f(device_communicator) -> bool`` (the workshop's ``tensor-dict-gate``).
 
-Metadata encoding: vLLM pickles the metadata list. This toy encodes it as tagged JSON instead, so a
-peer can never make the receiver execute code; non-tensor values must be JSON-like (None, bool, int,
-float, str, bytes, list, tuple, str-keyed dict). Every call is bounded: gloo timeouts and dead peers
+Metadata encoding (``tensor_metadata.py``): tagged JSON instead of vLLM's pickle, so a peer can never make the
+receiver execute code. Every call is bounded: gloo timeouts and dead peers
 surface as ``TimeoutError`` naming the peer. The TP all-gather slicing of vLLM is not modelled.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime
-import json
 import os
-from collections import namedtuple
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from explainer.distributed import phases
-from explainer.distributed.device_communicators.cpu_communicator import (  # noqa: F401
-    GATES, CommConfig, CpuCommunicator,
-                                                                         _setup_bounded, env_number, env_timeout)
+from explainer.distributed.device_communicators.comm_config import CommConfig, env_timeout
+from explainer.distributed.device_communicators.cpu_communicator import CpuCommunicator, setup_bounded
+from explainer.distributed.device_communicators.shm_header import DTYPES
+from explainer.distributed.device_communicators.shm_mapping import PeerGoneError
 from explainer.distributed.errors import BroadcastMismatchError
-from explainer.distributed.device_communicators.shm import DTYPES, PeerGoneError
+from explainer.distributed.tensor_metadata import TensorMetadata, decode_metadata, encode_metadata, split_tensor_dict
 from explainer.errors import UsageError
-
-TensorMetadata = namedtuple("TensorMetadata", ["device", "dtype", "size"])
 
 _NAME_COUNTS: dict[str, int] = {}
 _BCAST_DIMS = 8
@@ -52,78 +47,6 @@ def _get_unique_name(name: str) -> str:
     n = _NAME_COUNTS.get(name, 0)
     _NAME_COUNTS[name] = n + 1
     return f"{name}:{n}"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _dtype(name: str) -> torch.dtype:
-    dt = getattr(torch, name, None)
-    if not isinstance(dt, torch.dtype):
-        raise ValueError(f"unknown dtype {name!r} in tensor-dict metadata")
-    return dt
-
-
-def _encode_value(v: Any, key: str) -> Any:
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, (list, tuple)):
-        return {"list" if isinstance(v, list) else "tuple": [_encode_value(x, key) for x in v]}
-    if isinstance(v, dict):
-        if not all(isinstance(k, str) for k in v):
-            raise TypeError(f"key {key!r}: dict values need str keys to travel in the metadata")
-        return {"dict": {k: _encode_value(x, key) for k, x in v.items()}}
-    if isinstance(v, (bytes, bytearray)):
-        return {"bytes": base64.b64encode(v).decode()}
-    raise TypeError(f"key {key!r} holds a {type(v).__name__}; the generic path carries torch.Tensor values "
-                    f"or JSON-like values (None, bool, int, float, str, bytes, list, tuple, str-keyed dict)")
-
-
-def _decode_value(v: Any) -> Any:
-    if not isinstance(v, dict):
-        return v
-    (tag, x), = v.items()
-    if tag == "list":
-        return [_decode_value(i) for i in x]
-    if tag == "tuple":
-        return tuple(_decode_value(i) for i in x)
-    if tag == "dict":
-        return {k: _decode_value(i) for k, i in x.items()}
-    if tag == "bytes":
-        return base64.b64decode(x)
-    if tag == "tensor":
-        return TensorMetadata(x["device"], _dtype(x["dtype"]), torch.Size(x["size"]))
-    raise ValueError(f"unknown metadata tag {tag!r}")
-
-
-def _split_tensor_dict(tensor_dict: dict) -> tuple[list, list[torch.Tensor]]:
-    """vLLM's split: (key, TensorMetadata) for tensors, (key, value) for anything else."""
-    metadata_list, tensor_list = [], []
-    for key, value in tensor_dict.items():
-        if isinstance(value, torch.Tensor):
-            metadata_list.append((key, TensorMetadata(value.device.type, value.dtype, value.size())))
-            tensor_list.append(value)
-        else:
-            metadata_list.append((key, value))
-    return metadata_list, tensor_list
-
-
-def encode_metadata(metadata_list: list) -> bytes:
-    items = []
-    for key, value in metadata_list:
-        if not isinstance(key, str):
-            raise TypeError(f"key {key!r}: tensor-dict keys must be str")
-        if isinstance(value, TensorMetadata):
-            enc = {"tensor": {"device": value.device, "dtype": _dtype_name(value.dtype), "size": list(value.size)}}
-        else:
-            enc = _encode_value(value, key)
-        items.append([key, enc])
-    return json.dumps(items, separators=(",", ":")).encode()
-
-
-def decode_metadata(data: bytes) -> list:
-    return [(key, _decode_value(enc)) for key, enc in json.loads(data.decode())]
 
 
 class GroupCoordinator:
@@ -145,9 +68,9 @@ class GroupCoordinator:
         self._transfers = 0                               # counts the first two tensor dicts (phases)
         phases.enter("group-setup")
         for ranks in group_ranks:                         # every rank creates every group, same order
-            device_group = _setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
+            device_group = setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
                                           backend=torch_distributed_backend, timeout=timeout)
-            cpu_group = _setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
+            cpu_group = setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
                                        backend="gloo", timeout=timeout)
             if self.rank in ranks:
                 self.ranks = list(ranks)
@@ -241,7 +164,7 @@ class GroupCoordinator:
         if self.use_cpu_custom_send_recv:
             self.device_communicator.send_tensor_dict(tensor_dict, dst)
             return None
-        metadata_list, tensor_list = _split_tensor_dict(tensor_dict)
+        metadata_list, tensor_list = split_tensor_dict(tensor_dict)
         for t in tensor_list:
             if t.device.type != "cpu":
                 raise ValueError(f"tensor on {t.device}: this CPU group accepts CPU tensors only")
@@ -346,7 +269,7 @@ def init_distributed_environment(timeout: float | None = None) -> None:
     secs = timeout if timeout is not None else env_timeout()
     phases.enter("rendezvous")                            # TCPStore on MASTER_PORT, then the world's gloo group
     where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-    _setup_bounded(f"rendezvous at {where}", secs, dist.init_process_group, "gloo", init_method="env://",
+    setup_bounded(f"rendezvous at {where}", secs, dist.init_process_group, "gloo", init_method="env://",
                    timeout=datetime.timedelta(seconds=secs))
 
 

@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import threading
 import time
+from multiprocessing import forkserver, resource_tracker
 
 from explainer.distributed.errors import LaunchError
 
@@ -29,7 +31,6 @@ def die_with_parent() -> None:
     except OSError:
         pass
     try:
-        import ctypes
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):                    # not Linux/glibc: the watchdog pipe still applies
         pass
@@ -63,15 +64,15 @@ def pid_alive(pid: int) -> bool:
             return True
 
 
-def _stopped(pid: int | None) -> bool:
+def is_stopped(pid: int | None) -> bool:
     return proc_state(pid) in ("T", "t")
 
 
-def _end(proc, wait_s: float = 0.5) -> None:
+def end_process(proc, wait_s: float = 0.5) -> None:
     """End one child and its process group by pid: SIGTERM (SIGKILL at once if it is stopped), then SIGKILL."""
     if proc.pid is None or proc.exitcode is not None:
         return
-    if not _stopped(proc.pid):
+    if not is_stopped(proc.pid):
         _signal_group(proc.pid, signal.SIGTERM)
         proc.join(wait_s)
     if proc.exitcode is None:
@@ -83,7 +84,7 @@ def end_all(procs, wait_s: float = 0.5) -> None:
     """End every child at once: SIGTERM to all (SIGKILL to stopped ones), one shared wait, then SIGKILL."""
     live = [p for p in procs if p.pid is not None and p.exitcode is None]
     for p in live:
-        _signal_group(p.pid, signal.SIGKILL if _stopped(p.pid) else signal.SIGTERM)
+        _signal_group(p.pid, signal.SIGKILL if is_stopped(p.pid) else signal.SIGTERM)
     deadline = time.monotonic() + wait_s
     for p in live:
         p.join(max(0.0, deadline - time.monotonic()))
@@ -108,7 +109,6 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def _forkserver():
-    from multiprocessing import forkserver
     return forkserver._forkserver
 
 
@@ -135,7 +135,7 @@ def start(proc, ctx, bound: float) -> None:
         proc.start()
         return
     for attempt in (1, 2):
-        if _stopped(_forkserver()._forkserver_pid):
+        if is_stopped(_forkserver()._forkserver_pid):
             _kill_forkserver("stopped")
         done = threading.Event()
 
@@ -143,7 +143,7 @@ def start(proc, ctx, bound: float) -> None:
             t0, stopped_since = time.monotonic(), None
             while not done.wait(0.1):
                 pid = _forkserver()._forkserver_pid
-                stopped_since = (stopped_since or time.monotonic()) if _stopped(pid) else None
+                stopped_since = (stopped_since or time.monotonic()) if is_stopped(pid) else None
                 if (stopped_since and time.monotonic() - stopped_since > 0.5) or time.monotonic() - t0 > bound:
                     _kill_forkserver("wedged")
                     return
@@ -172,7 +172,6 @@ def stop_helpers() -> None:
             fs._stop()
         except OSError:
             pass
-    from multiprocessing import resource_tracker
     rt = resource_tracker._resource_tracker
     if getattr(rt, "_pid", None):
         try:

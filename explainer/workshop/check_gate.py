@@ -32,7 +32,7 @@ def gate_rank(source: str, filename: str, function: str) -> dict:
     import torch.distributed as dist
 
     from explainer.comm_scenarios import pp_dict
-    from explainer.distributed.device_communicators.cpu_communicator import CommConfig
+    from explainer.distributed.device_communicators.comm_config import CommConfig
     from explainer.distributed.parallel_state import GroupCoordinator
 
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

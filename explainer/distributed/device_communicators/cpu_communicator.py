@@ -14,10 +14,8 @@ only if all of these hold, evaluated in this order with Python's short-circuit `
 ``torch.distributed`` module and raised ``AttributeError`` (issue #37933). #40150 added
 ``supports_tensor_dict`` and the ``NotImplementedError`` guards. Both forms are selectable by name.
 
-Knobs (``CommConfig``, defaults from the environment): ``EXPLAINER_DIST_IDENT`` (vLLM's
-``VLLM_DIST_IDENT``), ``EXPLAINER_SHM_OPS`` (0/1), ``EXPLAINER_CPU_ARCH`` (override the detected
-architecture), ``EXPLAINER_SHM_ALLOW_ARM`` (0/1), ``EXPLAINER_COMM_TIMEOUT`` (seconds),
-``EXPLAINER_SHM_CHUNK_BYTES``. ``CpuCommunicator`` before #40150 had no ``supports_tensor_dict``;
+Knobs: ``CommConfig`` (``comm_config.py``), with defaults from the ``EXPLAINER_*`` environment variables.
+``CpuCommunicator`` before #40150 had no ``supports_tensor_dict``;
 here it is set in both gate modes so a notebook can show it, and the pre-#40150 gate ignores it.
 """
 
@@ -25,11 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import re
-import platform
-import socket
 from dataclasses import dataclass, field
 
 import torch
@@ -37,159 +32,15 @@ import torch.distributed
 
 from explainer.distributed import phases
 from explainer.distributed.device_communicators import shm
+from explainer.distributed.device_communicators.comm_config import CommConfig
 from explainer.distributed.errors import PeerTimeoutError
-from explainer.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
-GATES = ("pre-40150", "post-40150")
 FALLBACK_LOG = ("CPU SHM communicator disabled for group %s: ranks do not share the same SHM group name, "
                 "falling back to torch.distributed.")
 NO_DICT_FASTPATH = "CpuCommunicator does not support tensor dict fastpath with torch.distributed backend."
 ONLY_TENSORS = "CpuCommunicator only supports sending tensors."
-VLLM_ARCH_ALLOW_LIST = ("X86", "ARM", "S390X")    # vLLM 02bdead; older: X86 only, then X86+ARM
-MACHINE_TO_ARCH = {"x86_64": "X86", "amd64": "X86", "i686": "X86", "i386": "X86", "aarch64": "ARM",
-                    "arm64": "ARM", "ppc64le": "POWERPC", "ppc64": "POWERPC", "s390x": "S390X",
-                    "riscv64": "RISCV"}
-
-
-MAX_TIMEOUT = 86400.0                    # one day: a comm timeout beyond that is a typo, not a wish
-MAX_CHUNK_BYTES = 1 << 30
-_IDENT_OK = re.compile(r"[A-Za-z0-9._:-]{1,100}")
-
-
-def _env_flag(name: str, default: bool, value: str | None = None) -> bool:
-    value = os.environ.get(name) if value is None else value
-    if value is None or value == "":
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise UsageError(f"{name}={value!r}: accepted values are 1/0, true/false, yes/no, on/off")
-
-
-def env_number(name: str, default: float, kind=float, minimum: float = 0) -> float:
-    """A numeric environment variable; a bad value names the variable and the accepted range."""
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        number = kind(value)
-    except (ValueError, OverflowError):
-        number = None
-    if number is None or not math.isfinite(number) or number <= minimum:
-        raise UsageError(f"{name}={value!r}: accepted are finite {kind.__name__} values > {minimum}")
-    return number
-
-
-def env_timeout(value: str | None = None, name: str = "EXPLAINER_COMM_TIMEOUT", default: float = 30.0) -> float:
-    """The comm timeout in seconds: one deadline for rendezvous, group set-up, name agreement, transfers."""
-    value = os.environ.get(name) if value is None else value
-    if value is None or value == "":
-        return default
-    try:
-        secs = float(value)
-    except ValueError:
-        secs = float("nan")
-    if not (math.isfinite(secs) and 0 < secs <= MAX_TIMEOUT):
-        raise UsageError(f"{name}={value!r}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
-    return secs
-
-
-def env_chunk_bytes(value: str | None = None, name: str = "EXPLAINER_SHM_CHUNK_BYTES") -> int:
-    value = os.environ.get(name) if value is None else value
-    if value is None or value == "":
-        return shm.DEFAULT_CHUNK_BYTES
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if not (shm.MIN_CHUNK_BYTES <= n <= MAX_CHUNK_BYTES and n % 64 == 0):
-        raise UsageError(f"{name}={value!r}: accepted are integers, multiples of 64, from {shm.MIN_CHUNK_BYTES} "
-                         f"to {MAX_CHUNK_BYTES}")
-    return n
-
-
-def validate_env(env=None) -> None:
-    """Every EXPLAINER_ variable a rank reads, checked in the parent before any process starts
-    (a bad value raises ``UsageError`` naming the variable and the accepted range)."""
-    env = os.environ if env is None else env
-    env_timeout(env.get("EXPLAINER_COMM_TIMEOUT") or "")
-    env_chunk_bytes(env.get("EXPLAINER_SHM_CHUNK_BYTES") or "")
-    for flag in ("EXPLAINER_SHM_OPS", "EXPLAINER_SHM_ALLOW_ARM"):
-        _env_flag(flag, True, env.get(flag) or "")
-    ident = env.get("EXPLAINER_DIST_IDENT")
-    if ident and not _IDENT_OK.fullmatch(ident):
-        raise UsageError(f"EXPLAINER_DIST_IDENT={ident!r}: accepted are 1..100 characters of A-Z a-z 0-9 . _ : -")
-    arch = env.get("EXPLAINER_CPU_ARCH")
-    if arch and not re.fullmatch(r"[A-Za-z0-9_]{1,20}", arch):
-        raise UsageError(f"EXPLAINER_CPU_ARCH={arch!r}: accepted are names like X86, ARM, POWERPC, S390X")
-    method = env.get("EXPLAINER_START_METHOD")
-    if method:
-        import multiprocessing
-        if method not in multiprocessing.get_all_start_methods():
-            raise UsageError(f"EXPLAINER_START_METHOD={method!r}: accepted "
-                             f"{', '.join(multiprocessing.get_all_start_methods())}")
-    if env.get("EXPLAINER_FAULT_PHASE"):
-        from explainer.distributed.phases import parse_fault
-        try:
-            parse_fault(env["EXPLAINER_FAULT_PHASE"])
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-
-
-def get_cpu_architecture() -> str:
-    """vLLM's ``CpuArchEnum`` name for this machine (``EXPLAINER_CPU_ARCH`` overrides it)."""
-    forced = os.environ.get("EXPLAINER_CPU_ARCH")
-    if forced:
-        return forced.upper()
-    return MACHINE_TO_ARCH.get(platform.machine().lower(), "UNKNOWN")
-
-
-def shm_ops_available() -> bool:
-    """The toy's ``hasattr(torch.ops._C, "init_shm_manager")``: /dev/shm exists and the host is x86-64,
-    whose store order (TSO) the Python channel relies on; elsewhere it is "not built" (fall back)."""
-    return os.path.isdir(shm.SHM_DIR) and MACHINE_TO_ARCH.get(platform.machine().lower()) == "X86"
-
-
-def default_ident() -> str:
-    """Per-node identity. vLLM uses the port of the node's own ``distributed_init_method``."""
-    if os.environ.get("EXPLAINER_DIST_IDENT"):
-        return os.environ["EXPLAINER_DIST_IDENT"]
-    return f"{socket.gethostname()}:{os.environ.get('MASTER_PORT', '0')}"
-
-
-@dataclass
-class CommConfig:
-    ident: str | None = None             # None: EXPLAINER_DIST_IDENT, else hostname:MASTER_PORT
-    shm_ops_built: bool | None = None    # None: EXPLAINER_SHM_OPS, else shm_ops_available()
-    cpu_arch: str | None = None          # None: detected (or EXPLAINER_CPU_ARCH)
-    arch_allow_list: tuple[str, ...] = VLLM_ARCH_ALLOW_LIST
-    allow_arm: bool | None = None        # the ARM entry of the allow-list; None: EXPLAINER_SHM_ALLOW_ARM, else on
-    gate: str = "post-40150"
-    timeout: float | None = None         # None: EXPLAINER_COMM_TIMEOUT, else 30 s
-    chunk_bytes: int | None = None
-    unlink_after_join: bool = True
-
-    def resolved(self) -> "CommConfig":
-        """A copy with every ``None`` filled from the environment, validated."""
-        if self.gate not in GATES:
-            raise ValueError(f"gate {self.gate!r}: accepted {', '.join(GATES)}")
-        timeout = self.timeout if self.timeout is not None else env_timeout()
-        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
-            raise UsageError(f"timeout {timeout}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
-        chunk = self.chunk_bytes or env_chunk_bytes()
-        return dataclasses.replace(
-            self, ident=self.ident if self.ident is not None else default_ident(),
-            shm_ops_built=(self.shm_ops_built if self.shm_ops_built is not None
-                           else _env_flag("EXPLAINER_SHM_OPS", shm_ops_available())),
-            cpu_arch=(self.cpu_arch or get_cpu_architecture()).upper(),
-            allow_arm=self.allow_arm if self.allow_arm is not None else _env_flag("EXPLAINER_SHM_ALLOW_ARM", True),
-            timeout=timeout, chunk_bytes=chunk)
-
-    def allowed_arches(self) -> tuple[str, ...]:
-        return tuple(a for a in self.arch_allow_list if a != "ARM" or self.allow_arm is not False)
 
 
 @dataclass
@@ -233,7 +84,7 @@ class _CPUSHMDistributed:
         ranks = communicator.ranks
         # vLLM also all-reduces torch.get_num_threads() (MIN) for its per-thread buffers; one thread here.
         phases.enter("shm-setup")                        # create, exchange names, join, barrier
-        self.channel = _setup_bounded("shm-setup", cfg.timeout, shm.ShmGroup,
+        self.channel = setup_bounded("shm-setup", cfg.timeout, shm.ShmGroup,
             self.group_name, communicator.rank_in_group, communicator.world_size,
             exchange=lambda name: _all_gather_str(name, group),
             barrier=lambda: torch.distributed.barrier(group=group),
@@ -269,7 +120,7 @@ class _CPUSHMDistributed:
 _TORCH_COMM_FAILURE = re.compile(r"gloo|[Tt]imed out|[Tt]imeout|Connection|[Cc]losed|reset by peer|[Ss]ocket|[Ss]tore")
 
 
-def _setup_bounded(phase: str, secs: float, fn, *args, **kwargs):
+def setup_bounded(phase: str, secs: float, fn, *args, **kwargs):
     """One set-up step under the comm timeout: torch's timeout or a peer's disappearance becomes our
     ``PeerTimeoutError`` naming this rank and the phase (the launcher adds which peer failed)."""
     try:
@@ -345,7 +196,7 @@ class CpuCommunicator:
         self.decision.group_name = local = _CPUSHMDistributed.make_group_name(self)
         # vLLM: all_gather_object (pickle); here the same gather as length-prefixed bytes, never unpickled
         phases.enter("name-agreement")
-        names = _setup_bounded("name-agreement", self.config.timeout, _all_gather_str, local, self.device_group)
+        names = setup_bounded("name-agreement", self.config.timeout, _all_gather_str, local, self.device_group)
         self.decision.names_seen = list(names)
         return len(set(names)) == 1
 

@@ -17,24 +17,24 @@ import signal
 import weakref
 from multiprocessing import util as _mp_util
 
-from explainer.distributed.procs import pid_alive as _pid_alive
+from explainer.distributed.procs import pid_alive
 from explainer.distributed.device_communicators.shm_header import ShmPayloadError
 
 SHM_DIR = "/dev/shm"
 
 
 # --- the process-wide registry of names this process still has to unlink ---------------------
-_OWNED_NAMES: set[str] = set()
-_LIVE_GROUPS: weakref.WeakSet = weakref.WeakSet()   # every open ShmGroup of this process
+OWNED_NAMES: set[str] = set()
+LIVE_GROUPS: weakref.WeakSet = weakref.WeakSet()   # every open ShmGroup of this process
 _hooks = {"exit": False, "sigterm": None}
 
 
-def _unlink_name(name: str) -> None:
+def unlink_name(name: str) -> None:
     try:
         os.unlink(os.path.join(SHM_DIR, name))
     except FileNotFoundError:
         pass
-    _OWNED_NAMES.discard(name)
+    OWNED_NAMES.discard(name)
 
 
 _SEGMENT_TAIL = re.compile(r"-cpushm_(\d+)-(\d+)-[0-9a-f]{8}$")   # <group>_<rank>-<creator pid>-<hex8>
@@ -72,7 +72,7 @@ def sweep_segments_of(pid: int) -> list[str]:
     suffix = re.compile(rf"-cpushm_\d+-{pid}-[0-9a-f]{{8}}$")
     swept = [n for n in os.listdir(SHM_DIR) if suffix.search(n)] if os.path.isdir(SHM_DIR) else []
     for name in swept:
-        _unlink_name(name)
+        unlink_name(name)
     return swept
 
 
@@ -84,29 +84,29 @@ def sweep_stale_segments() -> list[str]:
     swept, uid = [], os.getuid()
     for name in os.listdir(SHM_DIR):
         m = _SEGMENT_TAIL.search(name)
-        if not m or _pid_alive(int(m.group(2))):
+        if not m or pid_alive(int(m.group(2))):
             continue
         try:
             if os.lstat(os.path.join(SHM_DIR, name)).st_uid != uid:
                 continue
         except FileNotFoundError:
             continue
-        _unlink_name(name)
+        unlink_name(name)
         swept.append(name)
     return swept
 
 
 def close_all() -> None:
     """Close every live channel of this process and unlink every name it created."""
-    for g in list(_LIVE_GROUPS):
+    for g in list(LIVE_GROUPS):
         g.close()
-    for name in list(_OWNED_NAMES):
-        _unlink_name(name)
+    for name in list(OWNED_NAMES):
+        unlink_name(name)
 
 
 def _on_sigterm(signum, frame):
-    for name in list(_OWNED_NAMES):                       # then die as the signal intended
-        _unlink_name(name)
+    for name in list(OWNED_NAMES):                       # then die as the signal intended
+        unlink_name(name)
     prev = _hooks["sigterm"]
     signal.signal(signum, prev)
     if callable(prev):
@@ -115,7 +115,7 @@ def _on_sigterm(signum, frame):
         os.kill(os.getpid(), signum)
 
 
-def _install_exit_hooks() -> None:
+def install_exit_hooks() -> None:
     if not _hooks["exit"]:
         _hooks["exit"] = True
         atexit.register(close_all)
