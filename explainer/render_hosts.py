@@ -1,7 +1,7 @@
 """Draw a two-host run (``--backend hosts``) as graphviz DOT: pure function of the run's record.
 
 ``hosts_dot(record)`` takes a scenario record (``ScenarioResult.to_json()``, or a stored one from
-``explainer.hosts_record``) and draws, top-down: each host as a box with its address on ``eth0``, its
+``explainer.scenario.hosts_record``) and draws, top-down: each host as a box with its address on ``eth0``, its
 private ``/dev/shm`` (what the rank saw there), its torchrun node rank and vLLM ident, the backend its
 PP group chose and the tensor-dict path its gate took; the veth link between the hosts; the hand-off
 rank 0 -> rank 1 with the error or the delivered dict; and the log lines. Every colour is paired with a

@@ -12,7 +12,9 @@ from typing import Iterable
 
 from explainer.errors import UsageError
 
-__all__ = ["is_number", "check_int", "check_one_of", "check_token_ids", "parse_int", "parse_number"]
+MAX_SEED = 2**63 - 1   # torch.Generator.manual_seed takes < 2**64; the accuracy command adds the request index
+
+__all__ = ["MAX_SEED", "is_number", "check_int", "check_one_of", "check_token_ids", "parse_int", "parse_number"]
 
 
 def is_number(x) -> bool:

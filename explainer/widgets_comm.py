@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 import ipywidgets as W
 
 from explainer import render_comm as R
-from explainer.comm_scenarios import exchange_rank
+from explainer.scenario.comm import exchange_rank
 from explainer.distributed.device_communicators.comm_config import MACHINE_TO_ARCH
 from explainer.vocab import COMM_GATES as GATES
 from explainer.errors import UsageError

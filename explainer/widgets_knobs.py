@@ -4,7 +4,7 @@
   checkpoint → a new canvas stepper.
 * ``PPKnobs`` (notebook 2): PP size, PP mode (which state crosses ranks) and prompt → a real engine run
   (``pp_scenarios.run_demo``) next to PP=1 → first divergence, text, and exact match on a few held-out
-  prompts (``commands.accuracy.evaluate``) → a new rank stepper.
+  prompts (``scenario.accuracy.engine_exact_match``) → a new rank stepper.
 
 Each shows "ran at HH:MM:SS, took N ms" after every run, so a click always shows it ran, and says it
 needs a running kernel (in a static export the buttons are dead; the stored picture still steps).
@@ -119,8 +119,9 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
     import io
 
     from explainer.model import task
-    from explainer.commands.accuracy import evaluate
-    from explainer.pp_scenarios import PRE_FIX_MODEL, run_demo
+    from explainer.scenario.accuracy import engine_exact_match
+    from explainer.model.registry import PRE_FIX_MODEL
+    from explainer.scenario.pp import run_demo
     from explainer.model.registry import DEFAULT_MODEL
 
     model = PRE_FIX_MODEL if pp > 1 else DEFAULT_MODEL
@@ -130,7 +131,7 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
     ref = run_demo("pp1", "inprocess", model=DEFAULT_MODEL, pp=1, prompt=str(number), seed=seed)
     numbers = task.held_out_numbers()[:held_out]
     with contextlib.redirect_stderr(io.StringIO()):        # the accuracy command's progress line
-        acc = evaluate(numbers, model=model, pp=pp, mode=mode, seed=seed, label=f"PP={pp} {mode}", sync_fields=fields)
+        acc = engine_exact_match(numbers, model=model, pp=pp, mode=mode, seed=seed, label=f"PP={pp} {mode}", sync_fields=fields)
     return {"result": res, "reference": ref, "accuracy": acc, "numbers": numbers,
             "first_divergence": res.trace.first_divergence() if res.outcome == "ok" else None}
 

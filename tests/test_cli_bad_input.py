@@ -35,13 +35,16 @@ def no_work(monkeypatch):
     """Any evaluation, training, generation or process start fails the test: bad input is rejected first."""
     def boom(*a, **k):
         raise AssertionError("work started before the bad input was rejected")
-    import explainer.commands.accuracy as acc
     import explainer.distributed.launch as launch
+    import explainer.engine.multiproc_executor as multiproc
     import explainer.model.train as train
-    monkeypatch.setattr(acc, "evaluate", boom)
+    import explainer.scenario.accuracy as acc
+    import explainer.scenario.comm as comm
+    monkeypatch.setattr(acc, "engine_exact_match", boom)
     monkeypatch.setattr(train, "train", boom)
     monkeypatch.setattr(train, "record_accuracy", boom)
-    monkeypatch.setattr(launch, "launch", boom)
+    for module in (launch, multiproc, comm):                # every module that starts rank processes
+        monkeypatch.setattr(module, "launch", boom)
     import explainer.sampler as sampler
     monkeypatch.setattr(sampler, "generate", boom)
 

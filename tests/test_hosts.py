@@ -253,7 +253,7 @@ def test_namespaces_of_a_sigkilled_launcher_are_swept_by_the_next_run():
 
 
 # ---- the stored records and their picture (no root needed) ---------------------------------------------------
-from explainer import hosts_record  # noqa: E402
+from explainer.scenario import hosts_record  # noqa: E402
 
 
 def test_stored_records_are_two_host_runs_with_the_processes_outcome():

@@ -10,7 +10,7 @@ from explainer import scenario
 from explainer.model import task
 from explainer.cli import main
 from explainer.config import PP_NOT_SUPPORTED_MESSAGE
-from explainer.pp_scenarios import DEMO_PROMPT
+from explainer.scenario.pp import DEMO_PROMPT
 
 KEYS = {"scenario", "pp_size", "backend", "outcome", "error", "processes_started", "output_text",
         "first_divergence", "bytes_per_step", "details"}

@@ -89,7 +89,7 @@ def test_json_round_trip_rebuilds_views():
 
 
 def test_engine_trace_round_trips():
-    from explainer.pp_scenarios import run_demo
+    from explainer.scenario.pp import run_demo
     res = run_demo("x", "inprocess", model="diffusion-gemma-tiny@pre-45828", pp=2, mode="generic-int64")
     back = Trace.from_json(json.dumps(res.trace.to_json()))
     assert back.first_divergence() == res.trace.first_divergence()

@@ -8,7 +8,7 @@ from explainer.model import task
 from explainer.config import EngineConfig
 from explainer.engine.llm_engine import LLMEngine
 from explainer.errors import UsageError
-from explainer.pp_scenarios import load_without_gate
+from explainer.scenario.pp import load_without_gate
 from explainer.model.registry import ModelRegistry
 from explainer.worker.model_state import DiffusionGemmaModelState
 from explainer.sampler import denoise_step, gumbel_max_draw, multinomial_draw

@@ -42,7 +42,7 @@ def run(quick: bool = False) -> list[Row]:
     from explainer.config import EngineConfig, PipelineParallelNotSupportedError, checkpoint_metadata
     from explainer.engine.errors import RankFailure
     from explainer.engine.llm_engine import LLMEngine
-    from explainer.pp_scenarios import PRE_FIX_MODEL
+    from explainer.model.registry import PRE_FIX_MODEL
     from explainer.model.registry import DEFAULT_MODEL
     from explainer.trace import Trace
 

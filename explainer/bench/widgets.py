@@ -33,7 +33,8 @@ def _median_ms(fn, repeats: int) -> float:
 def knob_rows(quick: bool = False) -> list[Row]:
     from explainer.model import task
     from explainer.model.checkpoint import load_pretrained, metadata
-    from explainer.pp_scenarios import PRE_FIX_MODEL, run_demo
+    from explainer.model.registry import PRE_FIX_MODEL
+    from explainer.scenario.pp import run_demo
     from explainer.widgets_knobs import run_sampler
     from explainer.widgets_sampler import canvas_stepper
 

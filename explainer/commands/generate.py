@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import sys
 
+from explainer.errors import UsageError
+from explainer.validation import MAX_SEED, parse_int
+
 HELP = "spell a number with the shipped tiny DiffusionGemma checkpoint (e.g. generate 451 --show-canvas)"
 
 PAD_GLYPH, EOS_GLYPH = "_", "|"           # neither is in the vocabulary, so the display is unambiguous
 MAX_PROMPT_CHARS = 64                     # the task's prompts have 3; longer is outside the task (and costs memory)
 MAX_STEPS = 1000
-MAX_SEED = 2**63 - 1                      # torch.Generator.manual_seed takes < 2**64; accuracy adds the request index
 
 
 def configure(parser):
@@ -27,23 +29,8 @@ def configure(parser):
     parser.add_argument("--show-canvas", action="store_true", help="print every denoising step of every canvas")
 
 
-def _int_arg(name: str, value: str, minimum: int, maximum: int | None = None) -> int:
-    """An integer flag; a bad value names the flag and the accepted range (checked before any work)."""
-    from explainer.errors import UsageError
-
-    try:
-        out = int(value)
-    except (TypeError, ValueError):                       # incl. "1e23" and > 4300 digits
-        out = None
-    if out is None or out < minimum or (maximum is not None and out > maximum):
-        shown = repr(value) if len(str(value)) <= 40 else repr(str(value)[:40]) + f"... ({len(str(value))} characters)"
-        accepted = f"an integer from {minimum} to {maximum}" if maximum is not None else f"an integer >= {minimum}"
-        raise UsageError(f"{name} {shown} is not accepted; accepted: {accepted}")
-    return out
-
-
 def _glyphs(ids) -> str:
-    from explainer.model import task
+    from explainer.model import task                      # loads torch: only when steps are printed
 
     out = []
     for i in ids.tolist():
@@ -79,8 +66,12 @@ def render_steps(recorder, prompt_len: int, canvas_length: int) -> list[str]:
 
 
 def run(args) -> int:
+    import torch                                          # the model: only when the command runs
+
     from explainer.model import task
-    from explainer.errors import UsageError
+    from explainer.model.cached_lm import CachedLM
+    from explainer.model.checkpoint import load_pretrained, metadata
+    from explainer.sampler import StepRecorder, generate
 
     if not args.prompt:
         raise UsageError("the prompt is empty; give a number 100..999, e.g. generate 451")
@@ -88,17 +79,9 @@ def run(args) -> int:
         raise UsageError(f"the prompt has {len(args.prompt)} characters; accepted: 1..{MAX_PROMPT_CHARS} "
                          f"characters (the task's prompts are numbers 100..999)")
     ids = task.encode(args.prompt)
-    seed = _int_arg("--seed", args.seed, 0, MAX_SEED)
-    steps = None if args.steps is None else _int_arg("--steps", args.steps, 1, MAX_STEPS)
-
-    import torch
-
-    from explainer.model.cached_lm import CachedLM
-    from explainer.model.checkpoint import load_pretrained, metadata
-
+    seed = parse_int("--seed", args.seed, 0, MAX_SEED)
+    steps = None if args.steps is None else parse_int("--steps", args.steps, 1, MAX_STEPS)
     torch.set_num_threads(1)      # a 0.2M-parameter model: one thread is fastest and immune to a busy machine
-    from explainer.sampler import StepRecorder, generate
-
     if not (args.prompt.isdigit() and int(args.prompt) in task.NUMBERS and len(args.prompt) == 3):
         print(f"note: the shipped model was trained on numbers {task.NUMBERS.start}..{task.NUMBERS.stop - 1}; "
               f"{args.prompt!r} is outside its task", file=sys.stderr)

@@ -1,10 +1,12 @@
 """``python -m explainer train [--steps N] [--seed S] [--out DIR] [--force] [--evaluate-only]``: remake the checkpoint."""
 
+from explainer.validation import MAX_SEED, parse_int
+
 HELP = "train the tiny model (CPU, ~10 min) and write a checkpoint + its metadata (see scripts/make_checkpoint.sh)"
 
 
 def configure(parser):
-    from explainer.model.train import DEFAULT_OUT, MAX_STEPS, NEW_OUT
+    from explainer.model.train import DEFAULT_OUT, MAX_STEPS, NEW_OUT   # the training script loads torch
     parser.add_argument("--steps", default="2000", metavar="N",
                         help=f"optimizer steps, 1..{MAX_STEPS} (default 2000, as shipped)")
     parser.add_argument("--seed", default="0", metavar="S", help="seed, 0..2**63-1 (default 0, as shipped)")
@@ -18,11 +20,10 @@ def configure(parser):
 
 
 def run(args) -> int:
-    from explainer.commands.generate import MAX_SEED, _int_arg
-    from explainer.model.train import MAX_STEPS, main
+    from explainer.model.train import MAX_STEPS, main   # the training script loads torch
 
-    argv = ["--steps", str(_int_arg("--steps", args.steps, 1, MAX_STEPS)),
-            "--seed", str(_int_arg("--seed", args.seed, 0, MAX_SEED))]
+    argv = ["--steps", str(parse_int("--steps", args.steps, 1, MAX_STEPS)),
+            "--seed", str(parse_int("--seed", args.seed, 0, MAX_SEED))]
     if args.out:
         argv += ["--out", args.out]
     if args.force:

@@ -26,12 +26,11 @@ from explainer.model.checkpoint import CHECKPOINT_NAME, num_parameters
 from explainer.model.diffusion_gemma import DiffusionGemmaModel
 from explainer.model.objective import GENERATION_CONFIG, held_out_exact_match, train
 from explainer.model.tiny_config import TinyConfig
-from explainer.validation import parse_number
+from explainer.validation import MAX_SEED, parse_number
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "checkpoints"   # the shipped checkpoint: --force only
 NEW_OUT = "explainer-checkpoint"                                    # default --out, in the working directory
 MAX_STEPS = 100_000                                                # 2000 take ~10 min on 2 cores
-MAX_SEED = 2**63 - 1
 
 
 def write_checkpoint(model, info: dict, out: Path, steps: int, seed: int, batch_size: int, lr: float) -> dict:

@@ -31,7 +31,7 @@ def gate_rank(source: str, filename: str, function: str) -> dict:
     import torch
     import torch.distributed as dist
 
-    from explainer.comm_scenarios import pp_dict
+    from explainer.scenario.comm import pp_dict
     from explainer.distributed.device_communicators.comm_config import CommConfig
     from explainer.distributed.parallel_state import GroupCoordinator
 

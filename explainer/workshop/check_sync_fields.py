@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from explainer.model import task
 from explainer.engine.llm_engine import LLMEngine
-from explainer.pp_scenarios import PRE_FIX_MODEL
+from explainer.model.registry import PRE_FIX_MODEL
 from explainer.worker.states import request_state_fields
 from explainer.trace import Trace
 from explainer.workshop import learner

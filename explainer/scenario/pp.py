@@ -1,4 +1,4 @@
-"""The pipeline-parallel scenarios (DESIGN contract 3): one demo prompt, five stories.
+"""The pipeline-parallel scenarios: one demo prompt, five stories (``registry.SCENARIOS`` lists them).
 
 =====================  ===================================  ==================  ==========================
 scenario               model                                 PP / mode           expected outcome
@@ -20,18 +20,21 @@ the run would fail at model load on rank 1 (an ``AttributeError``) instead of wi
 
 from __future__ import annotations
 
-from explainer.model import task
-from explainer.config import PipelineParallelNotSupportedError
+from explainer.config import EngineConfig, PipelineParallelNotSupportedError
+from explainer.distributed.hosts import describe
+from explainer.distributed.inprocess import InProcessWorld
 from explainer.engine.errors import RankFailure, error_summary
 from explainer.engine.llm_engine import LLMEngine
-from explainer.model.registry import DEFAULT_MODEL
-from explainer.scenario import ScenarioResult, scenario
+from explainer.model import task
+from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
+from explainer.scenario.pp_summary import summarize
+from explainer.scenario.result import ScenarioResult
 from explainer.trace import Trace
+from explainer.worker.model_runner import ModelRunner
 
 DEMO_PROMPT = "451"            # the demo prompt: under the generic PP path its text visibly diverges
 DEMO_SEED = 0
 DEMO_MAX_TOKENS = task.MAX_CANVASES * task.CANVAS_LENGTH
-PRE_FIX_MODEL = f"{DEFAULT_MODEL}@pre-45828"
 
 
 def run_demo(name: str, backend: str, *, model: str, pp: int, mode: str = "generic",
@@ -78,7 +81,6 @@ def _with_hosts(res: ScenarioResult, engine, gate: str | None) -> ScenarioResult
         res.details["comm_gate"] = gate
     runs = getattr(engine.executor, "hosts_runs", None) if engine is not None else None
     if runs:
-        from explainer.distributed.hosts import describe
         res.details["hosts"] = describe(runs[-1])
     return res
 
@@ -88,9 +90,6 @@ def load_without_gate(model: str, pp: int) -> dict:
     whose ``pipeline_parallel_size`` is then set to ``pp`` without re-running ``__post_init__``) and
     load each rank's runner over an in-process group. Returns ``{rank, phase, type, message}`` of the
     first rank whose ``load_model`` fails, or ``{"rank": None}`` when every rank loads."""
-    from explainer.config import EngineConfig
-    from explainer.distributed.inprocess import InProcessWorld
-    from explainer.worker.model_runner import ModelRunner
     config = EngineConfig(model=model, pipeline_parallel_size=1, warmup=False)
     config.pipeline_parallel_size = pp                 # the gate skipped
     for group in InProcessWorld(pp).groups():
@@ -143,86 +142,30 @@ def _first_emission_divergence(trace: Trace, reference: Trace) -> int | None:
     return None if len(mine) == len(ref) else (mine[-1][0] if mine else None)
 
 
-# ---- the readable per-rank summary -----------------------------------------------------------------------
-def summarize(res: ScenarioResult) -> str:
-    t, d = res.trace, res.details
-    mode = d.get("pp_mode") or t.meta.get("pp_mode", "")
-    lines = [f"{res.scenario}: model {t.meta.get('model', '-')}, PP={res.pp_size}"
-             + (f" ({mode})" if mode else "") + f", backend {res.backend} -> outcome: {res.outcome}"]
-    if res.error:
-        lines.append(f"  error: {res.error['type']}: {res.error['message']}")
-    if res.outcome == "startup-rejected":
-        lines.append(f"  rejected by the startup check (EngineConfig.__post_init__) in {d['startup_check_ms']} ms: "
-                     f"no rank, runner, group or process was created")
-        wg = d.get("without_gate") or {}
-        if wg.get("rank") is not None:
-            lines.append(f"  without the gate: rank {wg['rank']} would fail in {wg['phase']}: "
-                         f"{wg['type']}: {wg['message']}")
-    for r in d.get("ranks", []):
-        lines.append(f"  rank {r['rank']} stopped in {r['phase']}: {r['type']}: {r['message']}")
-    if res.output_text is not None:
-        lines.append(f"  prompt {t.meta.get('prompt')!r} -> {res.output_text!r}"
-                     + (f"   (PP=1: {d['pp1_text']!r})" if "pp1_text" in d else ""))
-    div = res.first_divergence
-    if div:
-        vals = ", ".join(f"{f} (rank {div['rank']}: {v['rank']}, owner: {v['owner']})"
-                         for f, v in div["values"].items())
-        lines.append(f"  first divergence: engine step {div['step']}, rank {div['rank']} {div['phase']} reads {vals}")
-    if d.get("output_divergence_step") is not None:
-        lines.append(f"  output tokens first differ from PP=1 at engine step {d['output_divergence_step']}")
-    for rank, (start, end) in sorted(t.meta.get("layers", {}).items(), key=lambda kv: int(kv[0])):
-        lines.append(f"  rank {rank} (layers {start}..{end - 1}"
-                     + (", sampler" if int(rank) == res.pp_size - 1 else "") + "): " + _rank_story(t, int(rank)))
-    if res.bytes_per_step:
-        lines.append("  bytes per step: " + ", ".join(f"{k} {v}" for k, v in sorted(res.bytes_per_step.items())))
-    return "\n".join(lines)
-
-
-def _rank_story(trace: Trace, rank: int) -> str:
-    reads = [e for e in trace.select(rank=rank, phase="prepare")]
-    if not reads:
-        return "no user step run" + (" (stopped in warmup)" if trace.select(rank=rank, warmup=True) else "")
-    causal = sum(v["is_encoder_phase"] for e in reads for v in _batch_views(e))
-    sc = sum(v["self_conditioning_embeds"] > 0 for e in reads for v in _batch_views(e))
-    total = sum(len(e.reads) for e in reads)
-    return (f"{len(reads)} steps; saw is_encoder_phase=True (causal) in {causal}/{total} request-steps, "
-            f"non-zero self-conditioning in {sc}")
-
-
-def _batch_views(e):
-    view = e.views.get(e.rank, {})
-    return [view[r] for r in e.reads if r in view]
-
-
 def _finish(res: ScenarioResult) -> ScenarioResult:
     res.summary = summarize(res)
     return res
 
 
 # ---- the scenarios ---------------------------------------------------------------------------------------
-@scenario("pp1", "PP=1 on the post-#45828 model: the reference output")
 def pp1(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
     return _finish(run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1, pp_schedule=pp_schedule))
 
 
-@scenario("pp2-pre-fix", "PP=2 on the pre-#45828 model: the int32 sampled ids trip the int64 assert in warmup")
 def pp2_pre_fix(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
     return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2, pp_schedule=pp_schedule, gate=gate))
 
 
-@scenario("pp2-pre-fix-int64", "PP=2 pre-#45828 with the ids cast to int64: rank 0 reads stale state, text diverges")
 def pp2_pre_fix_int64(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
     res = run_demo("pp2-pre-fix-int64", backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64",
                    pp_schedule=pp_schedule, gate=gate)
     return _finish(_compare_to_pp1(res, backend))
 
 
-@scenario("pp2-gated", "PP=2 on the post-#45828 model: rejected by the startup check before any rank exists")
 def pp2_gated(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
     return _finish(run_demo("pp2-gated", backend, model=DEFAULT_MODEL, pp=2, pp_schedule=pp_schedule))
 
 
-@scenario("pp2-state-sync", "PP=2 with the sampler-owned state broadcast (open PR #52015): equal to PP=1")
 def pp2_state_sync(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
     res = run_demo("pp2-state-sync", backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync",
                    pp_schedule=pp_schedule, gate=gate)

@@ -1,4 +1,4 @@
-"""Communicator scenarios (DESIGN contract 3): vLLM PR #40150 on real rank processes.
+"""Communicator scenarios: vLLM PR #40150 on real rank processes (``registry.SCENARIOS`` lists them).
 
 Two PP ranks (real processes, gloo on 127.0.0.1, shared memory in /dev/shm) hand over one PP
 intermediate-tensor dict, rank 0 -> rank 1. "Nodes" are simulated as vLLM's multi-node executor
@@ -17,8 +17,14 @@ from __future__ import annotations
 import os
 import traceback
 
+import torch
+
+from explainer.distributed import hosts, phases
+from explainer.distributed.device_communicators.comm_config import env_timeout, validate_env
+from explainer.distributed.launch import free_port, launch
+from explainer.distributed.parallel_state import GroupCoordinator, destroy_model_parallel, initialize_pp_group
 from explainer.errors import UsageError
-from explainer.scenario import ScenarioResult, scenario
+from explainer.scenario.result import ScenarioResult
 
 NOTE = ("a communicator is multi-process by nature: these scenarios always run real rank processes (gloo over "
         "127.0.0.1, shared memory in /dev/shm) and report backend 'processes', whichever backend is asked for")
@@ -29,13 +35,11 @@ HOSTS_NOTE = ("two real hosts: network + mount namespaces joined by a veth link,
 
 
 def hosts_details(run) -> dict:
-    from explainer.distributed.hosts import describe
-    return describe(run)
+    return hosts.describe(run)
 
 
 def pp_dict():
     """The hand-off of a PP stage: hidden_states and residual [batch 2, tokens 8, hidden 64] fp32."""
-    import torch
     g = torch.Generator().manual_seed(0)
     return {"hidden_states": torch.randn(2, 8, 64, generator=g), "residual": torch.randn(2, 8, 64, generator=g)}
 
@@ -47,9 +51,6 @@ def _describe(d: dict) -> list[dict]:
 
 def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
     """One rank of a 2-rank group: build it (vLLM's PP group for "pp"), then send (rank 0) or receive (rank 1)."""
-    import torch
-
-    from explainer.distributed.parallel_state import GroupCoordinator, destroy_model_parallel, initialize_pp_group
     if group_prefix == "pp":
         group = initialize_pp_group(gate=gate)
     else:                                               # tp/dp: same machinery under another group name
@@ -73,7 +74,6 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
     except Exception as exc:                              # noqa: BLE001 - the story is the error
         info["error"] = {"type": type(exc).__name__, "message": str(exc)}
         info["traceback"] = "".join(traceback.format_exception(exc)[-3:])
-        from explainer.distributed import phases
         phases.report_failure(exc)                        # the launcher starts its grace for the peer now
     finally:
         if group_prefix == "pp":
@@ -84,36 +84,11 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
 
 
 def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
-    from explainer.distributed.device_communicators.comm_config import env_timeout, validate_env
-    from explainer.distributed.launch import free_port, launch
     validate_env()                                        # bad EXPLAINER_* values: exit 2 before any process
     comm_timeout = env_timeout(default=20.0)              # the user's EXPLAINER_COMM_TIMEOUT wins
     node_of = [0, 0] if nodes == 1 else [0, 1]
-    hosts_run = None
-    overridden = {}
-    if backend == "hosts":                                # two real hosts: each host's launcher picks its ident
-        from explainer.distributed import hosts
-        if nodes == 1:
-            raise UsageError(f"scenario {name} runs on one node; --backend hosts runs the inter-node scenarios")
-        hosts_run = hosts.HostsRun([], "")
-        results = hosts.launch(exchange_rank, args=(gate,), timeout=4 * comm_timeout + 30,
-                               comm_timeout=comm_timeout, record=hosts_run)
-    else:
-        ports = [free_port() for _ in range(nodes)]       # each node's executor picks its own port
-        env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": str(comm_timeout)}
-               for r in range(2)]
-        if os.environ.get("EXPLAINER_DIST_IDENT"):        # the simulated nodes ARE the idents: say so
-            overridden["EXPLAINER_DIST_IDENT"] = (f"{os.environ['EXPLAINER_DIST_IDENT']!r} not used: each simulated "
-                                                  f"node sets its own ({', '.join(str(p) for p in ports)})")
-        results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=4 * comm_timeout + 30)
-    per_rank = []
-    for res in results:
-        info = dict(res.value) if isinstance(res.value, dict) else {"rank": res.rank, "backend": None,
-                                                                    "log_lines": [], "transfers": []}
-        if not res.ok:                                    # the launcher's view names the failing peer
-            info["error"] = res.error
-        info.update(node=node_of[res.rank], pid=res.pid, exitcode=res.exitcode, phase=res.phase)
-        per_rank.append(info)
+    results, hosts_run, overridden = _launch_pair(name, backend, nodes, node_of, gate, comm_timeout)
+    per_rank = _per_rank(results, node_of)
     errors = [i for i in per_rank if i.get("error")]
     delivered = not errors and per_rank[1].get("received_equal") is True
     error = None
@@ -123,15 +98,6 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
     elif errors:                                          # report PP1's error, as issue #37933 does
         error = next((i["error"] for i in errors if i["rank"] == 1), errors[0]["error"])
     sent = per_rank[0].get("transfers") or []
-    where = "2 hosts (network namespaces, torchrun)" if hosts_run else f"{nodes} simulated node(s)"
-    summary = [f"scenario {name}: {where}, gate {gate}"]
-    summary += [f"  note: {k}={v}" for k, v in overridden.items()]
-    for i in per_rank:
-        summary.append(f"  rank {i['rank']} (node {i['node']}, pid {i['pid']}): backend {i.get('backend')}, "
-                       f"path {i.get('path')}")
-        summary += [f"    log: {line}" for line in i.get("log_lines", [])]
-        summary.append("    " + (f"{i['error']['type']}: {i['error']['message']}" if i.get("error") else
-                                 ("received the dict intact" if i.get("received_equal") else "sent the dict")))
     return ScenarioResult(
         scenario=name, pp_size=2, backend="hosts" if hosts_run else "processes",
         outcome="ok" if delivered else "runtime-error",
@@ -146,19 +112,63 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
                  "log_lines": [f"rank {i['rank']}: {line}" for i in per_rank for line in i.get("log_lines", [])],
                  "processes_exited": all(i["exitcode"] is not None for i in per_rank),
                  "transfers": sent if delivered else [], "per_rank": per_rank},
-        summary="\n".join(summary))
+        summary=_summary(name, gate, nodes, hosts_run, overridden, per_rank))
 
 
-@scenario("comm-same-node", "2 PP ranks on one node: shared-memory backend, custom tensor-dict path, dict arrives")
+def _launch_pair(name: str, backend: str, nodes: int, node_of: list[int], gate: str, comm_timeout: float):
+    """Two rank processes running ``exchange_rank``: on two hosts, or on ``nodes`` simulated nodes (each its own
+    ident). Returns (the launcher's results, the hosts run or None, environment values not used)."""
+    overridden = {}
+    if backend == "hosts":                                # two real hosts: each host's launcher picks its ident
+        if nodes == 1:
+            raise UsageError(f"scenario {name} runs on one node; --backend hosts runs the inter-node scenarios")
+        hosts_run = hosts.HostsRun([], "")
+        results = hosts.launch(exchange_rank, args=(gate,), timeout=4 * comm_timeout + 30,
+                               comm_timeout=comm_timeout, record=hosts_run)
+        return results, hosts_run, overridden
+    ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
+    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": str(comm_timeout)}
+           for r in range(2)]
+    if os.environ.get("EXPLAINER_DIST_IDENT"):            # the simulated nodes ARE the idents: say so
+        overridden["EXPLAINER_DIST_IDENT"] = (f"{os.environ['EXPLAINER_DIST_IDENT']!r} not used: each simulated "
+                                              f"node sets its own ({', '.join(str(p) for p in ports)})")
+    results = launch(exchange_rank, 2, args=(gate,), env_per_rank=env, timeout=4 * comm_timeout + 30)
+    return results, None, overridden
+
+
+def _per_rank(results, node_of: list[int]) -> list[dict]:
+    """Each rank's report, with the launcher's view added (node, pid, exit code, last phase, its error)."""
+    per_rank = []
+    for res in results:
+        info = dict(res.value) if isinstance(res.value, dict) else {"rank": res.rank, "backend": None,
+                                                                    "log_lines": [], "transfers": []}
+        if not res.ok:                                    # the launcher's view names the failing peer
+            info["error"] = res.error
+        info.update(node=node_of[res.rank], pid=res.pid, exitcode=res.exitcode, phase=res.phase)
+        per_rank.append(info)
+    return per_rank
+
+
+def _summary(name: str, gate: str, nodes: int, hosts_run, overridden: dict, per_rank: list[dict]) -> str:
+    where = "2 hosts (network namespaces, torchrun)" if hosts_run else f"{nodes} simulated node(s)"
+    summary = [f"scenario {name}: {where}, gate {gate}"]
+    summary += [f"  note: {k}={v}" for k, v in overridden.items()]
+    for i in per_rank:
+        summary.append(f"  rank {i['rank']} (node {i['node']}, pid {i['pid']}): backend {i.get('backend')}, "
+                       f"path {i.get('path')}")
+        summary += [f"    log: {line}" for line in i.get("log_lines", [])]
+        summary.append("    " + (f"{i['error']['type']}: {i['error']['message']}" if i.get("error") else
+                                 ("received the dict intact" if i.get("received_equal") else "sent the dict")))
+    return "\n".join(summary)
+
+
 def comm_same_node(backend: str = "processes") -> ScenarioResult:
     return _run("comm-same-node", backend, nodes=1, gate="post-40150")
 
 
-@scenario("comm-inter-node-pre-fix", "2 PP ranks on 2 simulated nodes, pre-#40150 gate: AttributeError on both ranks")
 def comm_inter_node_pre_fix(backend: str = "processes") -> ScenarioResult:
     return _run("comm-inter-node-pre-fix", backend, nodes=2, gate="pre-40150")
 
 
-@scenario("comm-inter-node-fixed", "2 PP ranks on 2 simulated nodes, post-#40150 gate: fallback, generic path delivers")
 def comm_inter_node_fixed(backend: str = "processes") -> ScenarioResult:
     return _run("comm-inter-node-fixed", backend, nodes=2, gate="post-40150")

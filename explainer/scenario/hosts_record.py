@@ -1,10 +1,10 @@
 """Two-host runs kept as records: run one, store it, load it, or say why this machine cannot run one.
 
-A record is a scenario's contract-3 JSON (``ScenarioResult.to_json()``) from ``--backend hosts``, with
+A record is a scenario's JSON (``ScenarioResult.to_json()``, as ``scenario NAME --json`` prints it) from ``--backend hosts``, with
 ``details.hosts`` describing each host (address, ident, private ``/dev/shm``, sockets, log lines).
 ``storable`` drops what only identifies the machine run (process ids, the temp dir, the launcher pid
 inside namespace names); everything else is what the run printed. The notebook draws the stored records
-(``records/two_hosts.json``, written by ``python -m explainer.hosts_record``) and runs a live one where
+(``explainer/records/two_hosts.json``, written by ``python -m explainer.scenario.hosts_record``) and runs a live one where
 the kernel may create hosts.
 """
 
@@ -16,7 +16,10 @@ import re
 import sys
 from pathlib import Path
 
-STORE = Path(__file__).parent / "records" / "two_hosts.json"
+from explainer.distributed.host_namespaces import unavailable_reason
+from explainer.scenario.registry import run
+
+STORE = Path(__file__).resolve().parents[1] / "records" / "two_hosts.json"   # package data
 # (scenario, PP gate): the communicator on its own, then the PP engine with either gate
 STORED_RUNS = (("comm-inter-node-pre-fix", None), ("comm-inter-node-fixed", None),
                ("pp2-state-sync", "pre-40150"), ("pp2-state-sync", "post-40150"))
@@ -43,8 +46,7 @@ def storable(record: dict) -> dict:
 
 def run_record(name: str, gate: str | None = None) -> dict:
     """Run ``name`` on two hosts now (needs root) and return its storable record."""
-    from explainer import scenario
-    return storable(scenario.run(name, "hosts", gate=gate).to_json())
+    return storable(run(name, "hosts", gate=gate).to_json())
 
 
 def load_stored(name: str, gate: str | None = None, path: Path = STORE) -> dict:
@@ -57,7 +59,6 @@ def load_stored(name: str, gate: str | None = None, path: Path = STORE) -> dict:
 
 def live(name: str, gate: str | None = None) -> tuple[dict | None, str | None]:
     """(record, None) after a live two-host run, or (None, why this kernel cannot create hosts)."""
-    from explainer.distributed.hosts import unavailable_reason
     why = unavailable_reason()
     if why:
         return None, why
@@ -71,8 +72,7 @@ def store_all(path: Path = STORE) -> dict:
     return records
 
 
-if __name__ == "__main__":                 # python -m explainer.hosts_record: re-record the stored runs (root)
-    from explainer.distributed.hosts import unavailable_reason
+if __name__ == "__main__":          # python -m explainer.scenario.hosts_record: re-record the stored runs (root)
     reason = unavailable_reason()
     if reason:
         print(f"error: {reason}", file=sys.stderr)
