@@ -3,7 +3,7 @@
 import inspect
 import re
 
-from explainer import annotated as A
+from explainer.render import annotated as A
 from explainer.distributed.parallel_state import GroupCoordinator
 from explainer.model.registry import PreFixDiffusionGemmaForConditionalGeneration
 

@@ -26,15 +26,15 @@ NB2 = REPO / "notebooks" / "02_pipeline_parallel.ipynb"
 ARTIFACTS = REPO / "test-artifacts"
 JS = Path(sys.prefix) / "share" / "explainer-js"
 FRAME = "div.xp-pp[id^=xp-pp-frame-] >> visible=true"
-from explainer.widgets_pp import FRAME_HEIGHT  # noqa: E402  (the fixed frame box)
+from explainer.widgets.pp import FRAME_HEIGHT  # noqa: E402  (the fixed frame box)
 
 
 @pytest.fixture(scope="module")
 def expected() -> list[str]:
     """data-diverged per slider position, from the library's own run of the scenario the notebook steps."""
     from explainer import scenario
-    from explainer.render_pp import diverged_fields
-    from explainer.widgets_pp import frame_events
+    from explainer.render.pp import diverged_fields
+    from explainer.widgets.pp import frame_events
 
     trace = scenario.run("pp2-pre-fix-int64").trace
     return [",".join(diverged_fields(trace, i)) for i, _ in frame_events(trace)]

@@ -140,7 +140,7 @@ def test_the_api_page_documents_every_name_the_notebooks_use(site):
     finally:
         sys.path.pop(0)
     names = notebook_api_names(nb for nb, _ in notebook_pages(site))
-    assert "explainer.scenario.run" in names and "explainer.widgets_pp.rank_stepper" in names
+    assert "explainer.scenario.run" in names and "explainer.widgets.pp.rank_stepper" in names
     ids = _parse(site / "docs" / "api.html").ids
     assert not sorted(names - ids), f"missing from the API page: {sorted(names - ids)}"
 

@@ -1,6 +1,6 @@
 import re
 
-from explainer.graphs import Graph, fit_svg
+from explainer.render.dot_picture import Graph, fit_svg
 
 
 def test_graph_svg_scales_below_its_natural_width_and_keeps_the_dot_source():

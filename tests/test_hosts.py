@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from explainer import render_hosts, scenario
+from explainer import scenario
+from explainer.render import hosts as render_hosts
 from explainer.distributed import host_namespaces, hosts
 
 REASON = hosts.unavailable_reason()

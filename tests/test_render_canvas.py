@@ -9,9 +9,9 @@ import re
 import pytest
 import torch
 
-from explainer import render_canvas as rc
+from explainer.render import canvas as rc
 from explainer.sampler import StepRecord, StepRecorder, generate, linear_temperature
-from explainer.widgets_sampler import canvas_stepper
+from explainer.widgets.sampler import canvas_stepper
 
 VOCAB = ["<pad>", "<eos>", "<", "&", "a", "b", " ", "d"]       # V = 8; '<' and '&' must be escaped
 PAD, EOS, LT, AMP, A, B, SP, D = range(8)
@@ -279,7 +279,7 @@ def test_accept_rule_shows_enough_decimals_to_read_a_small_bound():
     # at bound 0.001, two decimals would print "Σ 0.00 > 0.001" for a sum of 0.0014: the rule would look false
     import torch
 
-    from explainer.render_rules import accept_rule_html
+    from explainer.render.rules import accept_rule_html
     entropy = torch.tensor([0.0004, 0.0010, 0.0030])
     accepted = torch.tensor([True, True, False])        # Σ before: 0, 0.0004, 0.0014
     html = accept_rule_html(entropy, accepted, 0.001, "t")

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from explainer import render_comm as R
+from explainer.render import comm as R
 from explainer.distributed.device_communicators.cpu_communicator import FALLBACK_LOG, BackendDecision, Condition
 
 NAMES = ("arch_allowed", "shm_ops_built", "group_kind_tp_pp", "names_agree")

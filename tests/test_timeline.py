@@ -4,7 +4,7 @@ import pytest
 
 from explainer.model import task
 from explainer.engine.llm_engine import LLMEngine
-from explainer.render_timeline import timeline_svg, timelines_html
+from explainer.render.timeline import timeline_svg, timelines_html
 from explainer.trace.timeline import implied_bubble_fraction, pipeline_timeline
 from explainer.trace import Trace
 
@@ -72,7 +72,7 @@ def test_warmup_is_not_on_the_timeline(runs):
 
 def test_the_timeline_names_each_request_by_colour_and_mark(runs):
     # colour is never the only code: a key names each request, and every other request carries a white bar
-    from explainer.render_timeline import request_key_html
+    from explainer.render.timeline import request_key_html
     tl = pipeline_timeline(runs[("async", 2)][0])
     key = request_key_html({"async": tl})
     reqs = sorted({c.req_ids[0] for c in tl.forwards if c.req_ids})

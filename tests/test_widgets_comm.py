@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from explainer import widgets_comm as WC
+from explainer.widgets import comm as WC
 from explainer.errors import UsageError
 
 from test_render_comm import INTER_NODE, PRE_ERRORS, SAME_NODE, run

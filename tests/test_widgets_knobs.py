@@ -6,7 +6,7 @@ import re
 import pytest
 
 from explainer.model.checkpoint import load_pretrained, metadata
-from explainer.widgets_knobs import PPKnobs, SamplerKnobs
+from explainer.widgets.knobs import PPKnobs, SamplerKnobs
 
 
 def _text(widget) -> str:

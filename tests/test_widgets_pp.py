@@ -5,8 +5,8 @@ import re
 import pytest
 
 from explainer import scenario
-from explainer.render_pp import diverged_fields
-from explainer.widgets_pp import frame_events, frame_for, rank_stepper
+from explainer.render.pp import diverged_fields
+from explainer.widgets.pp import frame_events, frame_for, rank_stepper
 
 
 @pytest.fixture(scope="module")

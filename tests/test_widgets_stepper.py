@@ -1,6 +1,6 @@
 import pytest
 
-from explainer.widgets import Stepper
+from explainer.widgets.stepper import Stepper
 
 
 def test_slider_moves_the_stack_and_current_frame():

@@ -35,8 +35,8 @@ def knob_rows(quick: bool = False) -> list[Row]:
     from explainer.model.checkpoint import load_pretrained, metadata
     from explainer.model.registry import PRE_FIX_MODEL
     from explainer.scenario.pp import run_demo
-    from explainer.widgets_knobs import run_sampler
-    from explainer.widgets_sampler import canvas_stepper
+    from explainer.widgets.knobs import run_sampler
+    from explainer.widgets.sampler import canvas_stepper
 
     model, cfg = load_pretrained(), dict(metadata()["generation_config"])
     repeats = 2 if quick else 5
@@ -59,7 +59,7 @@ def knob_rows(quick: bool = False) -> list[Row]:
 
 def run(quick: bool = False) -> list[Row]:
     from explainer import scenario
-    from explainer.widgets_pp import frame_events, frame_for, rank_stepper
+    from explainer.widgets.pp import frame_events, frame_for, rank_stepper
 
     ref = scenario.run("pp1").trace
     trace = scenario.run("pp2-pre-fix-int64").trace

@@ -117,7 +117,7 @@ def sync_picture(report: Report) -> str:
     pic = report.picture
     if not pic.get("trace") or pic.get("event") is None:
         return ""
-    from explainer.render_pp import rank_views_html
+    from explainer.render.pp import rank_views_html
     from explainer.trace import Trace
     trace, ref = Trace.from_json(pic["trace"]), Trace.from_json(pic["reference"])
     note = (f"prompt {pic['prompt']!r} (seed {pic['seed']}) alone: PP=2 with your fields writes {pic['text']!r}, "

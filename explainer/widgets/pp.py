@@ -7,9 +7,9 @@ last rank's, empty when none); highlighted cells are ``td.xp-diverged[data-field
 
 from __future__ import annotations
 
-from explainer.render_pp import CSS, diverged_fields, frame_caption, key_events, rank_views_html
+from explainer.render.pp import CSS, diverged_fields, frame_caption, key_events, rank_views_html
 from explainer.trace import Trace
-from explainer.widgets import Stepper
+from explainer.widgets.stepper import Stepper
 
 __all__ = ["frame_events", "frame_for", "rank_frames", "rank_stepper", "frame_bookmarks", "FRAME_HEIGHT"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from explainer.render_canvas import canvas_story
+from explainer.render.canvas import canvas_story
 from explainer.sampler import StepRecorder
-from explainer.widgets import Stepper
+from explainer.widgets.stepper import Stepper
 
 __all__ = ["canvas_stepper", "FRAME_HEIGHT"]
 

@@ -19,7 +19,7 @@ from html import escape
 
 import ipywidgets as W
 
-from explainer.widgets import KERNEL_NOTE
+from explainer.widgets.stepper import KERNEL_NOTE
 
 __all__ = ["SamplerKnobs", "PPKnobs", "run_sampler", "run_pp", "PP_MODES_SHOWN"]
 
@@ -90,7 +90,7 @@ class SamplerKnobs(_Knob):
 
     def run(self):
         from explainer.model import task
-        from explainer.widgets_sampler import canvas_stepper
+        from explainer.widgets.sampler import canvas_stepper
 
         start = time.perf_counter()
         rec, prompt, text, cfg = run_sampler(self.model, self.number.value, self.bound.value, self.seed.value,
@@ -170,7 +170,7 @@ class PPKnobs(_Knob):
         self.run()
 
     def run(self) -> dict:
-        from explainer.widgets_pp import rank_stepper
+        from explainer.widgets.pp import rank_stepper
 
         start = time.perf_counter()
         chosen = tuple(f for f, box in self.fields.items() if box.value)

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from explainer.render_rules import ACCEPT, RENOISE, accept_rule_html, stop_rule_html
+from explainer.render.rules import ACCEPT, RENOISE, accept_rule_html, stop_rule_html
 from explainer.sampler import CanvasRecord, StepRecord, StepRecorder, linear_temperature
 
 __all__ = ["Glyphs", "CSS", "BADGES", "legend", "render_step", "render_commit", "render_summary",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from explainer.model import task
-from explainer.render_pp import _received, _user_events, diverged_fields
+from explainer.render.pp import _received, _user_events, diverged_fields
 from explainer.trace import Trace
 
 __all__ = ["frame_caption", "key_events"]

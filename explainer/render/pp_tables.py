@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Mapping, Sequence
 
-from explainer.render_pp import CSS, STATE_FIELDS
+from explainer.render.pp import CSS, STATE_FIELDS
 from explainer.trace import Trace
 
 __all__ = ["sc_bytes", "bytes_table_html", "accuracy_table_html"]

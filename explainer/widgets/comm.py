@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import ipywidgets as W
 
-from explainer import render_comm as R
+from explainer.render import comm as R
 from explainer.scenario.comm import exchange_rank
 from explainer.distributed.device_communicators.comm_config import MACHINE_TO_ARCH
 from explainer.vocab import COMM_GATES as GATES
@@ -90,7 +90,7 @@ class CommLab:
         self.html = W.HTML()
         self.runs = 0
         self.button.on_click(self._on_click)
-        from explainer.widgets import KERNEL_NOTE
+        from explainer.widgets.stepper import KERNEL_NOTE
         note = W.HTML(f'<div style="font:12px system-ui,sans-serif;color:#555">▶ Run {escape(KERNEL_NOTE)}.</div>')
         self.widget = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
                               W.HBox([self.gate, self.button]), note, self.status, self.html])

@@ -18,7 +18,7 @@ from html import escape
 from typing import Mapping
 
 from explainer.model import task
-from explainer.render_canvas import Glyphs
+from explainer.render.canvas import Glyphs
 from explainer.trace import Trace
 
 __all__ = ["CSS", "crossing", "never_sent", "stages_dot", "diverged_fields", "rank_views_html", "event_dot",
@@ -421,5 +421,5 @@ def event_dot(trace: Trace, event_index: int) -> str:
 
 
 # ---- captions, frame selection and tables live in their own modules (re-exported: one public face) ----
-from explainer.render_pp_frames import frame_caption, key_events  # noqa: E402,F401  (they import the above)
-from explainer.render_pp_tables import accuracy_table_html, bytes_table_html, sc_bytes  # noqa: E402,F401
+from explainer.render.pp_frames import frame_caption, key_events  # noqa: E402,F401  (they import the above)
+from explainer.render.pp_tables import accuracy_table_html, bytes_table_html, sc_bytes  # noqa: E402,F401
