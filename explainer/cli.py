@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import multiprocessing.util
 import os
 import pkgutil
 import signal
@@ -83,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
                 except (OSError, ValueError):
                     pass
             try:                                          # what os._exit would skip: multiprocessing's finalizers
-                import multiprocessing.util               # (its pymp-* temp dir with the forkserver's socket)
                 multiprocessing.util._run_finalizers()
             except Exception:                             # noqa: BLE001 - exiting anyway
                 pass

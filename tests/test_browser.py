@@ -33,7 +33,7 @@ from explainer.widgets.pp import FRAME_HEIGHT  # noqa: E402  (the fixed frame bo
 def expected() -> list[str]:
     """data-diverged per slider position, from the library's own run of the scenario the notebook steps."""
     from explainer import scenario
-    from explainer.render.pp import diverged_fields
+    from explainer.render.pp_trace import diverged_fields
     from explainer.widgets.pp import frame_events
 
     trace = scenario.run("pp2-pre-fix-int64").trace

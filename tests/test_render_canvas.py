@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from explainer.render import canvas as rc
+from explainer.render import canvas_story as rs
 from explainer.sampler import StepRecord, StepRecorder, generate, linear_temperature
 from explainer.widgets.sampler import canvas_stepper
 
@@ -113,7 +114,7 @@ def test_frame_header_ids_prefix_temperature_and_stop_numbers():
 
 def test_legend_in_every_frame_and_tokens_escaped():
     rec, cfg, _ = run(TARGETS)
-    frames = rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
+    frames = rs.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
     for f in frames:
         assert 'class="xp-legend"' in f and "<style>" in f
         assert "accepted: keeps the sampled candidate" in f and "renoised: fresh uniform random token" in f
@@ -133,9 +134,9 @@ def test_vocabulary_markup_never_leaks():
 def test_frames_count_equals_steps_plus_commits():
     rec, cfg, seqs = run(TARGETS)
     assert [c.steps for c in rec.canvases] == [2, 2]          # peaky logits: accept all, then stable
-    frames = rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
+    frames = rs.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
     assert len(frames) == len(rec.steps) + len(rec.canvases) == 6
-    assert len(rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg, commit_frames=False)) == len(rec.steps)
+    assert len(rs.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg, commit_frames=False)) == len(rec.steps)
     kinds = [re.search(r'id="(xp-c\d+-(?:s\d+|commit))"', f).group(1) for f in frames]
     assert kinds == ["xp-c1-s1", "xp-c1-s2", "xp-c1-commit", "xp-c2-s1", "xp-c2-s2", "xp-c2-commit"]
     # canvas 2 sees canvas 1 committed in its prefix; the commit frame pads after EOS
@@ -149,20 +150,20 @@ def test_frames_count_equals_steps_plus_commits():
 def test_step_budget_and_frozen_rows():
     rec, cfg, _ = run(TARGETS[2:], batch=2, flat_rows=[1], max_new_tokens=4)
     assert len(rec.steps) == 4                                # row 1 never confident: budget of 4
-    row0 = rc.canvas_frames(rec, PROMPT.expand(2, -1), vocab=VOCAB, config=cfg, row=0)
-    row1 = rc.canvas_frames(rec, PROMPT.expand(2, -1), vocab=VOCAB, config=cfg, row=1)
+    row0 = rs.canvas_frames(rec, PROMPT.expand(2, -1), vocab=VOCAB, config=cfg, row=0)
+    row1 = rs.canvas_frames(rec, PROMPT.expand(2, -1), vocab=VOCAB, config=cfg, row=1)
     assert "stable and confident → stop" in row0[1]
     assert "row already finished: frozen" in row0[2] and "row already finished: frozen" in row0[3]
     assert "xp-accepted" not in row0[2].split('class="xp-row-next"')[1].split("</tr>")[0]
     assert "step budget used up" in row1[3]
-    summary = rc.render_summary(rec, vocab=VOCAB, config=cfg, row=1)
+    summary = rs.render_summary(rec, vocab=VOCAB, config=cfg, row=1)
     assert "step budget (4) used up" in summary
     assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>4</td><td>steps 1–4: 1/4 each</td>', summary)
 
 
 def test_summary_table():
     rec, cfg, _ = run(TARGETS)
-    html = rc.render_summary(rec, vocab=VOCAB, config=cfg)
+    html = rs.render_summary(rec, vocab=VOCAB, config=cfg)
     assert html.count('<tr id="xp-summary-c') == 2
     assert re.search(r'<tr id="xp-summary-c1"><td>1</td><td>2</td><td>step 1: 4/4 · step 2: 4/4</td>'
                      r'<td>stable and confident</td>', html)
@@ -172,7 +173,7 @@ def test_summary_table():
 
 def test_temperature_table_one_row_per_cur_step():
     rec, cfg, _ = run(TARGETS)
-    html = rc.render_temperatures(rec, config=cfg)
+    html = rs.render_temperatures(rec, config=cfg)
     rows = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>([\d.]+)</td><td>([\d.]+)</td><td>([^<]*)</td></tr>", html)
     # two canvases of 2 steps each: cur_step 4 and 3, each used by both canvases (not four look-alike rows)
     assert [(r[0], r[1], r[4]) for r in rows] == [("4", "1", "all 2 canvases"), ("3", "2", "all 2 canvases")]
@@ -211,8 +212,8 @@ def test_hf_tiny_is_the_reference_recipe():
 
 
 def test_accepted_counts_name_their_steps():
-    assert rc._runs([8, 7, 8, 8, 8], 8) == "step 1: 8/8 · step 2: 7/8 · steps 3–5: 8/8 each"
-    assert rc._runs([4, 4]) == "step 1: 4 · step 2: 4" and rc._runs([]) == ""
+    assert rs.accepted_runs([8, 7, 8, 8, 8], 8) == "step 1: 8/8 · step 2: 7/8 · steps 3–5: 8/8 each"
+    assert rs.accepted_runs([4, 4]) == "step 1: 4 · step 2: 4" and rs.accepted_runs([]) == ""
 
 
 def test_every_cell_state_carries_a_badge_and_the_legend_names_badges_not_colours():
@@ -241,7 +242,7 @@ def _unsure_run():
 
 def test_accept_rule_arithmetic_matches_the_samplers_verdict():
     rec = _unsure_run()
-    frames, captions, marks = rc.canvas_story(rec, PROMPT, vocab=VOCAB, config=CFG)
+    frames, captions, marks = rs.canvas_story(rec, PROMPT, vocab=VOCAB, config=CFG)
     assert "first renoise" in marks and "commit 1" in marks
     for k, rec_step in enumerate(rec.steps):
         rule = re.search(r'id="xp-c1-s%d-accept">(.*?)</table></div>' % (k + 1), frames[k]).group(1)
@@ -257,7 +258,7 @@ def test_accept_rule_arithmetic_matches_the_samplers_verdict():
 
 def test_stop_rule_shows_the_comparison_and_the_mean():
     rec, cfg, _ = run(TARGETS)
-    frames = rc.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
+    frames = rs.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
     first = re.search(r'id="xp-c1-s1-rule">(.*?)</div>', frames[0]).group(1)
     assert "no earlier draft to compare with yet" in first and "stable <span class=\"xp-no\">✗ no</span>" in first
     second = re.search(r'id="xp-c1-s2-rule">(.*?)</div>', frames[1]).group(1)

@@ -6,8 +6,11 @@ import pytest
 
 from explainer import scenario
 from explainer.config import EngineConfig
-from explainer.render.pp import (accuracy_table_html, bytes_table_html, crossing, diverged_fields, event_dot,
-                                 key_events, never_sent, rank_views_html, sc_bytes, stages_dot)
+from explainer.render.pp_frames import key_events
+from explainer.render.pp_stages import stages_dot
+from explainer.render.pp_tables import accuracy_table_html, bytes_table_html, sc_bytes
+from explainer.render.pp_trace import crossing, diverged_fields, never_sent
+from explainer.render.pp_views import event_dot, rank_views_html
 from explainer.trace import Event, Trace, Transfer
 
 
@@ -165,7 +168,7 @@ def test_receive_frame_shows_what_reached_rank0_and_the_state_stays_stale(runs):
 def test_stale_fields_are_listed_once_per_rank_however_many_requests_differ(runs):
     import re
 
-    from explainer.render.pp import rank_views_html
+    from explainer.render.pp_views import rank_views_html
     trace = runs["pp2-pre-fix"].trace                   # warmup: two _warmup_ requests, both stale on rank 0
     crash = next(e for e in trace.events if e.data.get("error"))
     html = rank_views_html(trace, crash.index)
@@ -204,7 +207,7 @@ def test_user_frames_hide_warmup_leftovers_and_say_why_canvas_is_not_marked(runs
 
 
 def test_frame_caption_names_the_divergence(runs):
-    from explainer.render.pp import frame_caption
+    from explainer.render.pp_frames import frame_caption
     t = runs["pp2-pre-fix-int64"].trace
     div = t.first_divergence()
     cap = frame_caption(t, div["event"])

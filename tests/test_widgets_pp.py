@@ -5,7 +5,7 @@ import re
 import pytest
 
 from explainer import scenario
-from explainer.render.pp import diverged_fields
+from explainer.render.pp_trace import diverged_fields
 from explainer.widgets.pp import frame_events, frame_for, rank_stepper
 
 

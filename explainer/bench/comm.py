@@ -30,7 +30,15 @@ import os
 import statistics
 import time
 
+import torch
+
 from explainer.bench import Row
+from explainer.bench.load import ACTIVE
+from explainer.distributed.device_communicators.comm_config import CommConfig
+from explainer.distributed.device_communicators.shm import acked_slot, sent_slot
+from explainer.distributed.launch import launch, values
+from explainer.distributed.parallel_state import GroupCoordinator
+
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
 OVERLAPPED = "tensors and dict (recv, before the wait: overlaps it)"
@@ -41,13 +49,11 @@ def _label(n: int) -> str:
 
 
 def _dict(nbytes: int):
-    import torch
     half = nbytes // 8
     return {"hidden_states": torch.randn(half), "residual": torch.randn(half)}
 
 
 def _n_for(g, seconds_per_msg: float, budget: float, lo: int, hi: int) -> int:
-    import torch
     n = torch.tensor([max(lo, min(hi, int(budget / max(seconds_per_msg, 1e-7))))], dtype=torch.long)
     g.broadcast(n, src=0)
     return int(n.item())
@@ -98,7 +104,6 @@ def _phases(ch, d: dict, n: int) -> dict:
     """Rank 0 times each phase of one 4 KiB hand-off alone, on the real channel, right after a dict
     ping-pong: rank 1's last reply still sits in its outbox half (the header check and copy-out read it
     there) and rank 1 is idle, so rank 0 may rewrite its own next half (copy-in)."""
-    from explainer.distributed.device_communicators.shm import acked_slot, sent_slot
     items = d.items()
     layout, ptrs = ch._codec.encode(items)
     r = ch._ctrl[0][acked_slot(1)]                       # rank 1's last message to rank 0 ...
@@ -135,11 +140,6 @@ def _stream(g, d, n: int) -> float:
 
 
 def _rank(quick: bool, sizes: tuple = SIZES) -> dict:
-    import torch
-
-    from explainer.distributed.device_communicators.comm_config import CommConfig
-    from explainer.distributed.parallel_state import GroupCoordinator
-
     torch.manual_seed(0)
     groups = {"shm": GroupCoordinator([[0, 1]], group_name="pp", config=CommConfig(ident="bench")),
               "generic": GroupCoordinator([[0, 1]], group_name="pp", config=CommConfig(shm_ops_built=False))}
@@ -189,7 +189,6 @@ def _rank(quick: bool, sizes: tuple = SIZES) -> dict:
 
 def measure(quick: bool = False, sizes: tuple = SIZES) -> dict:
     """Median over interleaved rounds of: one-way latency (s), throughput (B/s), memcpy (B/s)."""
-    from explainer.distributed.launch import launch, values
     load = os.getloadavg()[0]
     r0, r1 = values(launch(_rank, 2, args=(quick, tuple(sizes)), timeout=600))
     med = statistics.median
@@ -201,7 +200,6 @@ def measure(quick: bool = False, sizes: tuple = SIZES) -> dict:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from explainer.bench.load import ACTIVE
     m = measure(quick)
     lat = {p: v * 1e6 for p, v in m["latency"].items()}
     rows = [Row("comm", "send_tensor_dict 4 KiB latency, shm vs generic (us)", lat["shm"], lat["generic"], "us",

@@ -14,6 +14,11 @@ import statistics
 import time
 
 from explainer.bench import Row
+from explainer.config import EngineConfig, PipelineParallelNotSupportedError, checkpoint_metadata
+from explainer.engine.errors import RankFailure
+from explainer.engine.llm_engine import LLMEngine
+from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
+from explainer.trace import Trace
 
 
 def _child_pids() -> set[int]:
@@ -39,13 +44,6 @@ def _time_ms(fn, expected: type[BaseException]) -> float:
 
 def run(quick: bool = False) -> list[Row]:
     """The rejection's median cost next to the pre-#45828 warmup crash, and how many processes it started."""
-    from explainer.config import EngineConfig, PipelineParallelNotSupportedError, checkpoint_metadata
-    from explainer.engine.errors import RankFailure
-    from explainer.engine.llm_engine import LLMEngine
-    from explainer.model.registry import PRE_FIX_MODEL
-    from explainer.model.registry import DEFAULT_MODEL
-    from explainer.trace import Trace
-
     checkpoint_metadata()                                   # a long-lived process has read the config
     before = _child_pids()
     reject = [_time_ms(lambda: EngineConfig(model=DEFAULT_MODEL, pipeline_parallel_size=2),

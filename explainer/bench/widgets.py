@@ -15,7 +15,16 @@ import random
 import statistics
 import time
 
+from explainer import scenario
 from explainer.bench import Row
+from explainer.model import task
+from explainer.model.checkpoint import load_pretrained, metadata
+from explainer.model.registry import PRE_FIX_MODEL
+from explainer.scenario.pp import run_demo
+from explainer.widgets.knobs import run_sampler
+from explainer.widgets.pp import frame_events, frame_for, rank_stepper
+from explainer.widgets.sampler import canvas_stepper
+
 
 GOAL_MS = 30.0
 KNOB_GOAL_MS = 1000.0
@@ -31,13 +40,6 @@ def _median_ms(fn, repeats: int) -> float:
 
 
 def knob_rows(quick: bool = False) -> list[Row]:
-    from explainer.model import task
-    from explainer.model.checkpoint import load_pretrained, metadata
-    from explainer.model.registry import PRE_FIX_MODEL
-    from explainer.scenario.pp import run_demo
-    from explainer.widgets.knobs import run_sampler
-    from explainer.widgets.sampler import canvas_stepper
-
     model, cfg = load_pretrained(), dict(metadata()["generation_config"])
     repeats = 2 if quick else 5
 
@@ -58,9 +60,6 @@ def knob_rows(quick: bool = False) -> list[Row]:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from explainer import scenario
-    from explainer.widgets.pp import frame_events, frame_for, rank_stepper
-
     ref = scenario.run("pp1").trace
     trace = scenario.run("pp2-pre-fix-int64").trace
     stepper = rank_stepper(trace, reference=ref)

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 from explainer.bench import Row
+from explainer.workshop import check_file
+
 
 SOLUTIONS = {
     "accept": ("import torch\n\ndef entropy_bound_accept(entropy, bound):\n"
@@ -41,7 +43,6 @@ def _wall(cmd: list[str]) -> float:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from explainer.workshop import check_file
     reps = 1 if quick else 3
     floor = statistics.median(_wall([sys.executable, "-c", "import torch"]) for _ in range(reps))
     rows = []

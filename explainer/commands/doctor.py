@@ -6,6 +6,8 @@ Exit 0 only when every check passes; each ✗ row is followed by the command tha
 import json
 import sys
 
+from explainer.doctor import run_checks
+
 HELP = "check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint)"
 
 
@@ -23,8 +25,6 @@ def _marks() -> tuple[str, str]:
 
 
 def run(args):
-    from explainer.doctor import run_checks
-
     yes, no = _marks()
     width = len("JupyterLab + widgets")
 

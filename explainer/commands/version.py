@@ -1,8 +1,11 @@
 """``python -m explainer version``."""
 
+import platform
+
 import torch
 
 import explainer
+
 
 HELP = "print the package, torch and Python versions"
 
@@ -12,7 +15,5 @@ def configure(parser):
 
 
 def run(args):
-    import platform
-
     print(f"explainer {explainer.__version__}  torch {torch.__version__}  python {platform.python_version()}")
     return 0

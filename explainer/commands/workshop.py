@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from explainer.errors import UsageError
+from explainer.workshop import EXERCISES, check_file, get, grading, sandbox
+
 
 HELP = "workshop exercises: list them, or check a solution file (or a folder of them) with the real engine"
 
@@ -24,7 +26,6 @@ def configure(parser):
 
 
 def run(args) -> int:
-    from explainer.workshop import EXERCISES, get, sandbox
     sandbox.START_METHOD = "fork"        # this process is single-threaded: fork the checks from it
     if args.action == "list":
         if args.json:
@@ -45,7 +46,6 @@ def run(args) -> int:
     path = Path(args.path)
     if path.is_dir():
         return _folder(ex.id, path, args.json)
-    from explainer.workshop import check_file
     report = check_file(ex.id, path)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
@@ -57,7 +57,6 @@ def run(args) -> int:
 
 
 def _folder(exercise_id: str, folder: Path, as_json: bool) -> int:
-    from explainer.workshop import grading
     files = grading.submissions(folder)                  # bad input before any work
     print(f"grading {len(files)} file(s) for {exercise_id} ...", file=sys.stderr, flush=True)
     reports = grading.grade(exercise_id, folder, on_report=lambda r: print(

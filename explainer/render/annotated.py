@@ -15,6 +15,7 @@ package, so they cannot drift from what the notebooks execute.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from dataclasses import dataclass
 from html import escape
@@ -96,7 +97,6 @@ FIX_40150 = Fix(
 
 
 def _resolve(dotted: str):
-    import importlib
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:

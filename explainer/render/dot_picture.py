@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Graph", "fit_svg"]
+import graphviz
+
+__all__ = ["Graph", "fit_svg", "strip_svg"]
+
+
+def strip_svg(svg: str) -> str:
+    """Drop the XML prolog and comments (graphviz version, titles): smaller, and stable from run to run."""
+    svg = svg[svg.find("<svg"):] if "<svg" in svg else svg
+    return re.sub(r"<!--.*?-->", "", svg, flags=re.S)
 
 
 def fit_svg(svg: str) -> str:
     """Graphviz SVG text -> the same drawing, responsive: prolog and comments dropped, width 100 % up to natural."""
-    svg = svg[svg.find("<svg"):] if "<svg" in svg else svg
-    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
     return re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"',
-                  lambda m: f'<svg width="100%" style="max-width:{m.group(1)}pt;height:auto"', svg, count=1)
+                  lambda m: f'<svg width="100%" style="max-width:{m.group(1)}pt;height:auto"', strip_svg(svg), count=1)
 
 
 class Graph:
@@ -27,7 +33,6 @@ class Graph:
         self.source = source
 
     def _repr_svg_(self) -> str:
-        import graphviz
         return fit_svg(graphviz.Source(self.source).pipe(format="svg").decode())
 
     def __repr__(self) -> str:

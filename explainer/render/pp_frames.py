@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from explainer.model import task
-from explainer.render.pp import _received, _user_events, diverged_fields
+from explainer.render.pp_trace import diverged_fields, received, user_events
 from explainer.trace import Trace
 
 __all__ = ["frame_caption", "key_events"]
@@ -18,7 +18,7 @@ def frame_caption(trace: Trace, event_index: int, note: str = "") -> str:
     who = "engine" if e.rank is None else f"rank {e.rank}"
     head = f"{'warmup ' if e.warmup else ''}engine step {e.step} · {who} {e.phase}"
     red = diverged_fields(trace, event_index)
-    got = _received(trace, event_index)
+    got = received(trace, event_index)
     emitted = [t for ids in e.data.get("emitted", {}).values() for t in ids]
     if e.data.get("error"):
         what = f"✗ {e.data['error']['type']}"
@@ -50,7 +50,7 @@ def key_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
     back-channel receive (what a non-last rank gets) and errors,
     user steps only (warmup only if the run never got past it). Runs of > 3 look-alike engine steps keep
     their first two and last step; the frame after a fold says which steps were folded."""
-    events = _user_events(trace)
+    events = user_events(trace)
     keep = [e for e in events if e.transfers or e.reads or e.phase in ("sample", "receive") or e.data.get("error")]
     steps: dict[tuple, list] = {}
     for e in keep:

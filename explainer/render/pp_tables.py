@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Mapping, Sequence
 
-from explainer.render.pp import CSS, STATE_FIELDS
+from explainer.render.pp_style import CSS, STATE_FIELDS
 from explainer.trace import Trace
 
 __all__ = ["sc_bytes", "bytes_table_html", "accuracy_table_html"]
@@ -32,7 +32,7 @@ def bytes_table_html(traces: Mapping[str, Trace], css: bool = True) -> str:
 
 
 def accuracy_table_html(rows: Sequence[Mapping], css: bool = True) -> str:
-    """Rows of ``commands.accuracy.evaluate`` (+ ``identical_to_pp1``) as a table."""
+    """Rows of ``scenario.accuracy.engine_exact_match`` (+ ``identical_to_pp1``) as a table."""
     body = []
     for r in rows:
         acc = f"{r['exact_match']:.0%}" if r.get("exact_match") is not None else escape(str(r.get("outcome")))

@@ -34,34 +34,22 @@ def _request_color(req_ids: list[str], order: dict[str, int]) -> str:
     return REQUEST_COLORS[order.setdefault(req_ids[0], len(order)) % len(REQUEST_COLORS)]
 
 
-def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str | None = None,
-                 length: int | None = None) -> str:
-    """One timeline as an SVG string. ``length`` pads the time axis (to draw two runs on one scale)."""
-    n = max(tl.length, length or 0)
-    w = width or cell_width(n)
-    rows = tl.pp_size
-    height = TOP + rows * ROW_H + 18
-    total_w = LABEL_W + n * w + 10
+class _Grid:
+    """Where a (rank, tick) cell of one timeline is drawn."""
 
-    def x(tick: int) -> int:
-        return LABEL_W + (tick - tl.start) * w
+    def __init__(self, tl: PipelineTimeline, w: int):
+        self.start, self.w = tl.start, w
 
-    def y(rank: int) -> int:
+    def x(self, tick: int) -> int:
+        return LABEL_W + (tick - self.start) * self.w
+
+    def y(self, rank: int) -> int:
         return TOP + rank * ROW_H
 
-    head = title if title is not None else (
-        f"{SCHEDULE_NAME.get(tl.schedule, tl.schedule)}: {tl.length} ticks, {tl.busy} forwards, "
-        f"bubbles {len(tl.bubbles)} = {tl.bubble_fraction:.1%}")
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
-           f'viewBox="0 0 {total_w} {height}" role="img" aria-label="{escape(head)}" '
-           f'style="font:11px system-ui,sans-serif">',
-           '<defs><pattern id="xp-hatch" width="5" height="5" patternUnits="userSpaceOnUse" '
-           'patternTransform="rotate(45)"><rect width="5" height="5" fill="#eeeeee"/>'
-           '<line x1="0" y1="0" x2="0" y2="5" stroke="#bdbdbd" stroke-width="2"/></pattern></defs>',
-           f'<text x="2" y="13" font-weight="600">{escape(head)}</text>']
-    for r in range(rows):
-        role = " (sampler)" if r == rows - 1 else ""
-        out.append(f'<text x="2" y="{y(r) + ROW_H // 2 + 4}">rank {r}{role}</text>')
+
+def _cells(tl: PipelineTimeline, g: _Grid) -> list[str]:
+    """The bubbles (hatched) and the forwards (a colour and mark per request, the step number if it fits)."""
+    x, y, w, out = g.x, g.y, g.w, []
     for r, t in tl.bubbles:
         out.append(f'<rect x="{x(t)}" y="{y(r) + 3}" width="{w - 1}" height="{ROW_H - 6}" fill="url(#xp-hatch)">'
                    f'<title>rank {r}, tick {t}: idle (bubble)</title></rect>')
@@ -76,6 +64,12 @@ def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str |
         if w >= 14:                                          # requests differ by shape as well as by colour
             out.append(f'<text x="{x(c.tick) + (w - 1) / 2}" y="{y(c.rank) + ROW_H // 2 + 4}" fill="#ffffff" '
                        f'font-size="9" text-anchor="middle" font-weight="600">{c.step}</text>')
+    return out
+
+
+def _arrows(tl: PipelineTimeline, g: _Grid) -> list[str]:
+    """Intermediate tensors (grey), the back-channel (thick), and on the async schedule its consumption (dashed)."""
+    x, y, w, out = g.x, g.y, g.w, []
     for a in tl.arrows:
         if a.kind == "intermediate":
             out.append(f'<line x1="{x(a.src_tick) + w - 2}" y1="{y(a.src_rank) + ROW_H - 4}" '
@@ -94,9 +88,35 @@ def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str |
                        f'<circle cx="{x(a.dst_tick) + 3}" cy="{yc}" r="3" fill="#ffffff" stroke="{BACK}" '
                        f'stroke-width="1.5"><title>rank {a.dst_rank} consumes step {a.step}\'s back-channel at tick '
                        f'{a.dst_tick} ({escape(", ".join(a.names))})</title></circle>')
+    return out
+
+
+def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str | None = None,
+                 length: int | None = None) -> str:
+    """One timeline as an SVG string. ``length`` pads the time axis (to draw two runs on one scale)."""
+    n = max(tl.length, length or 0)
+    w = width or cell_width(n)
+    rows = tl.pp_size
+    height = TOP + rows * ROW_H + 18
+    total_w = LABEL_W + n * w + 10
+    g = _Grid(tl, w)
+    head = title if title is not None else (
+        f"{SCHEDULE_NAME.get(tl.schedule, tl.schedule)}: {tl.length} ticks, {tl.busy} forwards, "
+        f"bubbles {len(tl.bubbles)} = {tl.bubble_fraction:.1%}")
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
+           f'viewBox="0 0 {total_w} {height}" role="img" aria-label="{escape(head)}" '
+           f'style="font:11px system-ui,sans-serif">',
+           '<defs><pattern id="xp-hatch" width="5" height="5" patternUnits="userSpaceOnUse" '
+           'patternTransform="rotate(45)"><rect width="5" height="5" fill="#eeeeee"/>'
+           '<line x1="0" y1="0" x2="0" y2="5" stroke="#bdbdbd" stroke-width="2"/></pattern></defs>',
+           f'<text x="2" y="13" font-weight="600">{escape(head)}</text>']
+    for r in range(rows):
+        role = " (sampler)" if r == rows - 1 else ""
+        out.append(f'<text x="2" y="{g.y(r) + ROW_H // 2 + 4}">rank {r}{role}</text>')
+    out += _cells(tl, g) + _arrows(tl, g)
     axis_y = TOP + rows * ROW_H + 12
     for t in range(tl.start, tl.start + n, 5 if w >= 10 else 10):
-        out.append(f'<text x="{x(t)}" y="{axis_y}" fill="#555" font-size="9">{t - tl.start}</text>')
+        out.append(f'<text x="{g.x(t)}" y="{axis_y}" fill="#555" font-size="9">{t - tl.start}</text>')
     out.append("</svg>")
     return "".join(out)
 

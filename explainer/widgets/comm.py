@@ -16,13 +16,17 @@ import time
 from html import escape
 from typing import Mapping, Sequence
 
+import graphviz
 import ipywidgets as W
 
+from explainer.distributed.device_communicators.comm_config import MACHINE_TO_ARCH
+from explainer.distributed.launch import free_port, launch
+from explainer.errors import UsageError
 from explainer.render import comm as R
 from explainer.scenario.comm import exchange_rank
-from explainer.distributed.device_communicators.comm_config import MACHINE_TO_ARCH
 from explainer.vocab import COMM_GATES as GATES
-from explainer.errors import UsageError
+from explainer.widgets.stepper import KERNEL_NOTE
+
 
 ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings
 LAYOUTS = {"1 node": 1, "2 nodes": 2}
@@ -32,7 +36,6 @@ PREFIXES = ("pp", "tp", "dp")                             # dp: not tp/pp -> sil
 def run_lab(arch: str = "x86_64", shm_ops_built: bool = True, nodes: int = 1, gate: str = "post-40150",
             group_prefix: str = "pp", timeout: float = 20.0) -> list[dict]:
     """Real run on 2 rank processes; per-rank records (with ``node`` and ``exitcode``), as the scenarios give."""
-    from explainer.distributed.launch import free_port, launch
     if arch not in ARCHES:
         raise UsageError(f"arch {arch!r}: accepted {', '.join(ARCHES)}")
     if nodes not in (1, 2):
@@ -65,7 +68,6 @@ def outcome(per_rank: Sequence[Mapping]) -> str:
 
 def svg(dot: str) -> str:
     """DOT source -> SVG text with the ``dot`` binary."""
-    import graphviz
     return graphviz.Source(dot).pipe(format="svg").decode()
 
 
@@ -90,7 +92,6 @@ class CommLab:
         self.html = W.HTML()
         self.runs = 0
         self.button.on_click(self._on_click)
-        from explainer.widgets.stepper import KERNEL_NOTE
         note = W.HTML(f'<div style="font:12px system-ui,sans-serif;color:#555">▶ Run {escape(KERNEL_NOTE)}.</div>')
         self.widget = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
                               W.HBox([self.gate, self.button]), note, self.status, self.html])

@@ -3,7 +3,7 @@
 * ``SamplerKnobs`` (notebook 1): prompt number, entropy bound, seed → ``sampler.generate`` on the shipped
   checkpoint → a new canvas stepper.
 * ``PPKnobs`` (notebook 2): PP size, PP mode (which state crosses ranks) and prompt → a real engine run
-  (``pp_scenarios.run_demo``) next to PP=1 → first divergence, text, and exact match on a few held-out
+  (``scenario.pp.run_demo``) next to PP=1 → first divergence, text, and exact match on a few held-out
   prompts (``scenario.accuracy.engine_exact_match``) → a new rank stepper.
 
 Each shows "ran at HH:MM:SS, took N ms" after every run, so a click always shows it ran, and says it
@@ -14,16 +14,29 @@ from the library.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from html import escape
 
 import ipywidgets as W
+import torch
 
+from explainer.engine.core import one_torch_thread
+from explainer.model import task
+from explainer.model.cached_lm import CachedLM
+from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
+from explainer.sampler import StepRecorder, generate
+from explainer.scenario.accuracy import engine_exact_match
+from explainer.scenario.pp import run_demo
+from explainer.vocab import PP_MODES_BY_STORY, STATE_SYNC_FIELDS
+from explainer.widgets.pp import rank_stepper
+from explainer.widgets.sampler import canvas_stepper
 from explainer.widgets.stepper import KERNEL_NOTE
+from explainer.worker.states import request_state_fields
 
-__all__ = ["SamplerKnobs", "PPKnobs", "run_sampler", "run_pp", "PP_MODES_SHOWN"]
+__all__ = ["SamplerKnobs", "PPKnobs", "run_sampler", "run_pp"]
 
-PP_MODES_SHOWN = ("generic-int64", "state-sync", "generic")
 
 
 def _stamp(ms: float) -> str:
@@ -37,13 +50,6 @@ def _note() -> W.HTML:
 # ---- notebook 1 --------------------------------------------------------------------------------------
 def run_sampler(model, number: int, entropy_bound: float, seed: int, gen_cfg: dict):
     """One real generation: (recorder, prompt tensor, text, config used)."""
-    import torch
-
-    from explainer.model import task
-    from explainer.engine.core import one_torch_thread
-    from explainer.model.cached_lm import CachedLM
-    from explainer.sampler import StepRecorder, generate
-
     cfg = {**gen_cfg, "entropy_bound": float(entropy_bound)}
     prompt = torch.tensor([task.encode(str(number))])
     rec = StepRecorder()
@@ -89,9 +95,6 @@ class SamplerKnobs(_Knob):
         self.run()
 
     def run(self):
-        from explainer.model import task
-        from explainer.widgets.sampler import canvas_stepper
-
         start = time.perf_counter()
         rec, prompt, text, cfg = run_sampler(self.model, self.number.value, self.bound.value, self.seed.value,
                                              self.gen_cfg)
@@ -115,15 +118,6 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
     """A real engine run of one prompt at ``pp``/``mode`` next to PP=1, plus exact match on ``held_out``
     held-out prompts in the same configuration. The pre-#45828 model, since the post-fix one rejects PP > 1.
     ``sync_fields`` (state-sync only): exactly which per-request state fields the last rank sends."""
-    import contextlib
-    import io
-
-    from explainer.model import task
-    from explainer.scenario.accuracy import engine_exact_match
-    from explainer.model.registry import PRE_FIX_MODEL
-    from explainer.scenario.pp import run_demo
-    from explainer.model.registry import DEFAULT_MODEL
-
     model = PRE_FIX_MODEL if pp > 1 else DEFAULT_MODEL
     fields = tuple(sync_fields) if (sync_fields is not None and mode == "state-sync" and pp > 1) else None
     res = run_demo(f"knob-pp{pp}-{mode}", "inprocess", model=model, pp=pp, mode=mode, prompt=str(number), seed=seed,
@@ -141,8 +135,6 @@ class PPKnobs(_Knob):
 
     def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3,
                  sync_fields: tuple[str, ...] | None = None):
-        from explainer.vocab import STATE_SYNC_FIELDS
-        from explainer.worker.states import request_state_fields
         self.held_out = held_out
         chosen = set(STATE_SYNC_FIELDS if sync_fields is None else sync_fields)
         # state-sync: one checkbox per real per-request state field (EngineConfig.sync_fields)
@@ -150,7 +142,7 @@ class PPKnobs(_Knob):
                                      layout=W.Layout(width="240px")) for f in request_state_fields()}
         self.pp = W.ToggleButtons(options=[1, 2, 3, 4], value=pp, description="PP size",
                                   style={"button_width": "40px"})
-        self.mode = W.ToggleButtons(options=list(PP_MODES_SHOWN), value=mode, description="PP mode",
+        self.mode = W.ToggleButtons(options=list(PP_MODES_BY_STORY), value=mode, description="PP mode",
                                     tooltips=["back-channel: sampled ids only (int64)",
                                               f"also syncs {', '.join(STATE_SYNC_FIELDS)}",
                                               "pre-#45828 as shipped: int32 ids"],
@@ -170,8 +162,6 @@ class PPKnobs(_Knob):
         self.run()
 
     def run(self) -> dict:
-        from explainer.widgets.pp import rank_stepper
-
         start = time.perf_counter()
         chosen = tuple(f for f, box in self.fields.items() if box.value)
         out = run_pp(self.pp.value, self.mode.value, self.number.value, held_out=self.held_out, sync_fields=chosen)

@@ -7,7 +7,10 @@ last rank's, empty when none); highlighted cells are ``td.xp-diverged[data-field
 
 from __future__ import annotations
 
-from explainer.render.pp import CSS, diverged_fields, frame_caption, key_events, rank_views_html
+from explainer.render.pp_frames import frame_caption, key_events
+from explainer.render.pp_style import CSS
+from explainer.render.pp_trace import diverged_fields
+from explainer.render.pp_views import rank_views_html
 from explainer.trace import Trace
 from explainer.widgets.stepper import Stepper
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from explainer.render.canvas import canvas_story
+from explainer.render.canvas_story import canvas_story
 from explainer.sampler import StepRecorder
 from explainer.widgets.stepper import Stepper
 

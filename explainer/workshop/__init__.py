@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import os
 
-from explainer.workshop.exercises import EXERCISES, Exercise, get
+from explainer.workshop import learner, sandbox
+from explainer.workshop.exercises import Exercise, EXERCISES, get
 from explainer.workshop.report import Check, LearnerError, Report
+
 
 __all__ = ["check", "check_file", "EXERCISES", "Exercise", "Report", "Check"]
 
 
 def check_file(exercise_id: str, path: str | os.PathLike) -> Report:
     """Grade one .py file (the CLI's ``workshop check ID FILE``)."""
-    from explainer.workshop import learner, sandbox
     ex = get(exercise_id)
     try:
         code = learner.from_file(path, ex.function)
@@ -31,7 +32,6 @@ def check_file(exercise_id: str, path: str | os.PathLike) -> Report:
 
 def check(exercise_id: str, solution) -> Report:
     """Grade ``solution`` (a function object, or a path to a .py file) for ``exercise_id``."""
-    from explainer.workshop import learner, sandbox
     ex = get(exercise_id)
     if isinstance(solution, (str, os.PathLike)):
         return check_file(ex.id, solution)

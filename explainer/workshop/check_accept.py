@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import torch
 
+from explainer import sampler
+from explainer.engine.errors import RankFailure
+from explainer.engine.llm_engine import LLMEngine
+from explainer.model import task
 from explainer.sampler import entropy_bound_accept as reference
+from explainer.trace import Trace
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
+
 
 EXERCISE = "accept"
 
@@ -57,7 +63,6 @@ def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
 
 def _real_entropies(max_cases: int = 6):
     """Entropy tensors [1, 8] of a real PP=1 generation of the shipped model (prompt 451, seed 0)."""
-    from explainer import sampler
     seen = []
     original = sampler.entropy_bound_accept
 
@@ -74,9 +79,6 @@ def _real_entropies(max_cases: int = 6):
 
 
 def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
-    from explainer.model import task
-    from explainer.engine.llm_engine import LLMEngine
-    from explainer.trace import Trace
     engine = LLMEngine.from_engine_args(Trace(enabled=False), seed=seed)
     outs = engine.generate([task.encode(p) for p in prompts], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH,
                            seeds=[seed + i for i in range(len(prompts))])
@@ -139,8 +141,6 @@ def run(fn, code):
 
 def _generation_check(fn, code) -> Check:
     """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
-    from explainer import sampler
-    from explainer.engine.errors import RankFailure
     want = _generate()
     original = sampler.entropy_bound_accept
     sampler.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,

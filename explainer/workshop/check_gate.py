@@ -18,9 +18,17 @@ from __future__ import annotations
 import linecache
 import os
 
+import torch
+import torch.distributed as dist
+
+from explainer.distributed.device_communicators.comm_config import CommConfig
+from explainer.distributed.launch import free_port, launch
+from explainer.distributed.parallel_state import GroupCoordinator
+from explainer.scenario.comm import pp_dict
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
+
 
 EXERCISE = "tensor-dict-gate"
 IDENT_PREFIX = "workshop"       # SHM group names start with it + the check process's pid (swept by the sandbox)
@@ -28,13 +36,6 @@ IDENT_PREFIX = "workshop"       # SHM group names start with it + the check proc
 
 def gate_rank(source: str, filename: str, function: str) -> dict:
     """One rank: the learner's module, vLLM's PP group asking its gate, then one tensor dict 0 -> 1."""
-    import torch
-    import torch.distributed as dist
-
-    from explainer.scenario.comm import pp_dict
-    from explainer.distributed.device_communicators.comm_config import CommConfig
-    from explainer.distributed.parallel_state import GroupCoordinator
-
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     ns = {"__name__": "learner_solution", "__file__": filename}
     exec(compile(source, filename, "exec"), ns)
@@ -79,7 +80,6 @@ def gate_rank(source: str, filename: str, function: str) -> dict:
 
 
 def _launch(code, nodes: int) -> dict:
-    from explainer.distributed.launch import free_port, launch
     idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # vLLM: the node's port
     node_of = [0, 0] if nodes == 1 else [0, 1]
     budget = learner.budget()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from explainer.errors import UsageError
+from explainer.workshop import check_file
 from explainer.workshop.report import Report
 
 
@@ -16,7 +17,6 @@ def submissions(folder: str | Path) -> list[Path]:
 
 
 def grade(exercise_id: str, folder: str | Path, on_report=None) -> list[Report]:
-    from explainer.workshop import check_file
     reports = []
     for path in submissions(folder):
         report = check_file(exercise_id, path)

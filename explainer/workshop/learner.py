@@ -15,6 +15,7 @@ import inspect
 import linecache
 import os
 import signal
+import sys
 import textwrap
 import traceback
 import types
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from explainer.workshop.report import LearnerError
+
 
 CONSTANTS = (bool, int, float, str, bytes, type(None))
 
@@ -177,7 +179,6 @@ def load(code: LearnerCode):
     module.__file__ = code.filename
     linecache.cache[code.filename] = (len(code.source), None, code.source.splitlines(True), code.filename)
     if code.directory:
-        import sys
         if code.directory not in sys.path:
             sys.path.append(code.directory)
     try:

@@ -1,12 +1,13 @@
 """A check's result as an HTML panel for a notebook cell: the verdict, one row per check, what to fix, and
-on failure the picture of the failure (pure functions of a ``Report``; the panel runs no learner code).
+on failure the picture of the failure (pure functions of a ``report.Report``, which draws itself with them in
+a notebook; the panel runs no learner code and imports nothing of the workshop).
 
 Colour-blind safe: every state is a symbol and a word (✓ PASS / ✗ FAIL / · info); colours (Okabe-Ito blue
 and vermillion) only repeat it.
 
 * ``accept``: the first differing case as a table: per position the entropy, its place in ascending
   order, the sum of the smaller entropies (what the rule compares with the bound), expected and got.
-* ``sync-fields``: every rank's view at the first divergence (``render_pp.rank_views_html``), next to PP=1.
+* ``sync-fields``: every rank's view at the first divergence (``render.pp_views.rank_views_html``), next to PP=1.
 * ``tensor-dict-gate``: per run and rank: node, communicator backend, what the gate said, the path taken.
 """
 
@@ -16,7 +17,9 @@ from html import escape
 
 import torch
 
-from explainer.workshop.report import Report
+from explainer.render.pp_views import rank_views_html
+from explainer.trace import Trace
+
 
 CSS = """<style>
 .xp-ws{font:13px/1.4 system-ui,sans-serif;color:#222;max-width:980px;border:2px solid #888;border-radius:6px;
@@ -43,7 +46,7 @@ CSS = """<style>
 WORD = {"pass": ("✓", "PASS", "xp-ws-ok"), "fail": ("✗", "FAIL", "xp-ws-bad"), "error": ("✗", "ERROR", "xp-ws-bad")}
 
 
-def panel_html(report: Report, css: bool = True) -> str:
+def panel_html(report, css: bool = True) -> str:
     mark, word, cls = WORD[report.status]
     head = (f'<div class="xp-ws-head {cls}">{mark} {word} · {escape(report.exercise)}: '
             f'<code>{escape(report.function)}</code> <span style="font-weight:400">({escape(report.source)})</span></div>')
@@ -82,7 +85,7 @@ def _fig(v) -> str:
     return str(v)
 
 
-def accept_picture(report: Report) -> str:
+def accept_picture(report) -> str:
     case = report.picture.get("case")
     if not case:
         return ""
@@ -113,12 +116,10 @@ def accept_picture(report: Report) -> str:
     return title + f'<div class="xp-ws-scroll"><table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table></div>'
 
 
-def sync_picture(report: Report) -> str:
+def sync_picture(report) -> str:
     pic = report.picture
     if not pic.get("trace") or pic.get("event") is None:
         return ""
-    from explainer.render.pp import rank_views_html
-    from explainer.trace import Trace
     trace, ref = Trace.from_json(pic["trace"]), Trace.from_json(pic["reference"])
     note = (f"prompt {pic['prompt']!r} (seed {pic['seed']}) alone: PP=2 with your fields writes {pic['text']!r}, "
             f"PP=1 {pic['pp1_text']!r}")
@@ -127,7 +128,7 @@ def sync_picture(report: Report) -> str:
             + rank_views_html(trace, pic["event"], reference=ref, note=note))
 
 
-def gate_picture(report: Report) -> str:
+def gate_picture(report) -> str:
     runs = report.picture.get("runs") or []
     rows = []
     for run in runs:

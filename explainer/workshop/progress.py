@@ -8,6 +8,8 @@ import contextlib
 import json
 import time
 
+from explainer.workshop.learner import budget
+
 _PATH: list[str] = []
 
 
@@ -18,7 +20,6 @@ def start(path: str) -> None:
 def phase(name: str, learner_code: bool = False, seconds: float | None = None) -> None:
     if not _PATH:
         return
-    from explainer.workshop.learner import budget
     with open(_PATH[0], "a") as f:
         f.write(json.dumps({"t": time.time(), "phase": name, "learner": learner_code,
                             "budget": seconds if seconds is not None else budget()}) + "\n")

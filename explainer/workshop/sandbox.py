@@ -20,10 +20,13 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
+from explainer.workshop import child
 from explainer.workshop.learner import LearnerCode
 from explainer.workshop.report import Report
+
 
 SHM_DIR = "/dev/shm"   # = distributed.shm.SHM_DIR (not imported here: it imports torch)
 GRACE = 5.0            # seconds past a learner phase's own budget before the watchdog ends the group
@@ -112,10 +115,8 @@ def _entry(workdir: str, env: dict) -> None:
             del os.environ[key]                   # a forkserver keeps the environment it started with
         os.environ.update(env)
         os.chdir(workdir)
-        from explainer.workshop import child
         code = child.main(workdir)
     except BaseException:                         # noqa: BLE001 - reported through output.txt
-        import traceback
         traceback.print_exc()
     finally:
         sys.stdout.flush()
