@@ -1,4 +1,4 @@
-"""Workshop checkers (DESIGN contract 6), tested as a grader uses them: the command line on files.
+"""Workshop checkers, tested as a grader uses them: the command line on files.
 
 Per exercise, one folder of submissions is graded with ``workshop check ID DIR --json`` (one process
 for the folder): the stub fails, typical wrong answers fail with a reason a learner can act on, the
@@ -208,3 +208,30 @@ def test_list_names_every_exercise_with_notebook_and_minutes():
     rows = json.loads(proc.stdout)
     assert [r["id"] for r in rows] == ["accept", "sync-fields", "tensor-dict-gate"]
     assert all(r["minutes"] > 0 and (REPO / r["notebook"]).exists() for r in rows)
+
+
+def test_accept_checker_runs_the_learners_rule_inside_the_real_sampler(tmp_path):
+    """The 'real entropies' check records what the sampler's accept rule sees during a real generation, and
+    'whole generation' generates with the learner's rule in its place: both go through the sampler module that
+    calls it, so the learner's function is called there too (fails if the checker patches a name the sampler
+    does not look up)."""
+    log = tmp_path / "calls.txt"
+    path = tmp_path / "logging_solution.py"
+    path.write_text(textwrap.dedent(f"""\
+        import torch
+
+
+        def entropy_bound_accept(entropy, bound):
+            with open({str(log)!r}, "a") as f:
+                f.write(f"{{list(entropy.shape)}} {{bound}}\\n")
+            h, order = torch.sort(entropy, dim=-1)
+            keep = torch.cumsum(h, dim=-1) - h <= bound
+            return torch.zeros_like(keep).scatter_(-1, order, keep)
+        """))
+    proc = cli("check", "accept", path, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    real = next(c for c in data["checks"] if c["name"].startswith("real entropies"))
+    assert real["detail"] == "6 cases equal"
+    calls = log.read_text().splitlines()
+    assert len(calls) > data["figures"]["cases"]        # every case once, and the generation's own calls

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from explainer import sampler
+from explainer.sampler import primitives
 from explainer.engine.errors import RankFailure
 from explainer.engine.llm_engine import LLMEngine
 from explainer.model import task
@@ -64,17 +64,17 @@ def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
 def _real_entropies(max_cases: int = 6):
     """Entropy tensors [1, 8] of a real PP=1 generation of the shipped model (prompt 451, seed 0)."""
     seen = []
-    original = sampler.entropy_bound_accept
+    original = primitives.entropy_bound_accept
 
     def spy(entropy, bound):
         if len(seen) < max_cases:
             seen.append((entropy.clone(), float(bound)))
         return original(entropy, bound)
-    sampler.entropy_bound_accept = spy
+    primitives.entropy_bound_accept = spy
     try:
         _generate()
     finally:
-        sampler.entropy_bound_accept = original
+        primitives.entropy_bound_accept = original
     return seen
 
 
@@ -142,8 +142,8 @@ def run(fn, code):
 def _generation_check(fn, code) -> Check:
     """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
     want = _generate()
-    original = sampler.entropy_bound_accept
-    sampler.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,
+    original = primitives.entropy_bound_accept
+    primitives.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,
                                                              what=f"{code.function} inside the sampler")
     try:
         with learner_phase(f"generating with your {code.function} in the sampler", seconds=30):
@@ -153,7 +153,7 @@ def _generation_check(fn, code) -> Check:
             raise exc.cause from None
         raise
     finally:
-        sampler.entropy_bound_accept = original
+        primitives.entropy_bound_accept = original
     if got == want:
         return Check("whole generation", True, f"3 prompts spelled as with the library's rule: {got[0]!r}, ...")
     i = next(k for k in range(len(want)) if got[k] != want[k])
