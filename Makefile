@@ -53,8 +53,10 @@ docs: setup-test
 	$(PY) -m sphinx -b html -E -c docs -d $(DOCS_OUT)/doctrees -W --keep-going -q . $(DOCS_OUT)/html
 	@echo "docs: open $(DOCS_OUT)/html/index.html"
 
+# ruff, then the layering (import-linter contracts in pyproject.toml; see ARCHITECTURE.md's layer picture).
 lint: setup-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) $(LAB_VENV) build *.egg-info test-artifacts
