@@ -43,7 +43,7 @@ FLASHINFER_MESSAGE = ("FlashInfer does not support DiffusionGemma's mixed causal
 class PipelineParallelNotSupportedError(NotImplementedError, ValueError):
     """vLLM's code raises ``NotImplementedError``; PR #45828's text says ``ValueError``: this is both.
 
-    ``type_name`` is what reports print (``engine.error_summary``): vLLM's class, not this subclass."""
+    ``type_name`` is what reports print (``engine.errors.error_summary``): vLLM's class, not this subclass."""
 
     type_name = "NotImplementedError"
 

@@ -1,7 +1,7 @@
 """Drive a transformers ``DiffusionGemmaForBlockDiffusion`` (5.23.0) with explainer's own sampler loop.
 
 ``generate(hf_model, input_ids, **kw)`` equals ``hf_model.generate(input_ids, **kw).sequences`` token for
-token under the same ``torch.manual_seed`` (DESIGN contract 2). transformers stays optional: it is
+token under the same ``torch.manual_seed`` (``tests/test_hf_conformance.py``). transformers stays optional: it is
 imported only when a model is driven.
 
 The adapter mirrors how HF ``generate`` calls the model: the encoder (``model.model.encoder``) appends

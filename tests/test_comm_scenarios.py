@@ -1,4 +1,4 @@
-"""The three communicator scenarios (DESIGN contract 3): JSON shape and the story each one tells."""
+"""The three communicator scenarios: JSON shape and the story each one tells."""
 
 import json
 import subprocess

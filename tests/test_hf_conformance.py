@@ -1,6 +1,6 @@
-"""DESIGN contract 2: ``explainer.hf.generate`` == ``model.generate(...).sequences``, token for token.
+"""``explainer.hf.generate`` == ``model.generate(...).sequences``, token for token (the sampler's conformance).
 
-Tiny random ``DiffusionGemmaForBlockDiffusion`` built in the test (reference §7.2 recipe; no downloads).
+Tiny random ``DiffusionGemmaForBlockDiffusion`` built in the test (``explainer.model.hf_tiny``; no downloads).
 """
 
 import pytest
@@ -17,7 +17,7 @@ PROMPTS = torch.tensor([[1, 10, 11, 12, 13], [1, 20, 21, 22, 23], [1, 30, 31, 32
 
 
 def build_tiny(canvas_length=8):
-    """The reference §7.2 tiny model, seed 0 (the recipe lives in ``explainer.model.hf_tiny``)."""
+    """The tiny random model, seed 0 (``explainer.model.hf_tiny``)."""
     return tiny_hf_model(seed=0, canvas_length=canvas_length)
 
 
@@ -52,7 +52,8 @@ def test_matrix(model, seed, steps, batch, max_new_tokens):
     (48, [63, 93, 73, 58, 53, 25, 93, 12, 117, 53, 108, 95, 48, 47, 95, 122]),
 ])
 def test_reference_vectors(model, steps, expected):
-    """Reference §7.3 item 3: recorded seeded outputs of transformers 5.23.0 on this model."""
+    """Seeded outputs of transformers 5.23.0 on this model and prompt, recorded once (generate with
+    ``torch.manual_seed(42)``): the same numbers today, from transformers and from ours."""
     ours, theirs = both(model, PROMPTS[:1], 42, max_new_tokens=16, max_denoising_steps=steps, eos_token_id=None)
     assert theirs[0, 5:].tolist() == expected
     assert torch.equal(ours, theirs)

@@ -1,4 +1,4 @@
-"""The five PP scenarios (DESIGN contract 3), their JSON, and the CLI around them."""
+"""The five PP scenarios, their JSON, and the CLI around them."""
 
 import json
 import subprocess

@@ -200,12 +200,12 @@ def test_glyphs(token, shown):
     assert rc.Glyphs(None)(A) == str(A)
 
 
-def test_hf_tiny_is_the_reference_recipe():
+def test_hf_tiny_builds_the_same_tiny_model_every_time():
     pytest.importorskip("transformers")
     from explainer.model.hf_tiny import tiny_hf_model
 
     model = tiny_hf_model(seed=0)
-    assert sum(p.numel() for p in model.parameters()) == 359_284          # reference §7.2
+    assert sum(p.numel() for p in model.parameters()) == 359_284          # the config of explainer.model.hf_tiny
     assert model.config.canvas_length == 8 and model.config.text_config.vocab_size == 128
     again = tiny_hf_model(seed=0)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))

@@ -29,7 +29,7 @@ def decision(values, *, prefix="pp", idents=("41000", "41000"), rank=0, arch="X8
 
 
 def run(values, gate, *, nodes=1, prefix="pp", errors=(None, None), received=True):
-    """Per-rank records shaped like ``comm_scenarios.exchange_rank`` returns them."""
+    """Per-rank records shaped like ``scenario.comm.exchange_rank`` returns them."""
     idents = ("41000", "41000") if nodes == 1 else ("41000", "42000")
     out = []
     for r in range(2):

@@ -1,4 +1,4 @@
-"""render_pp: DOT sources and HTML frames read from real PP runs (no mocks: the scenarios run the engine)."""
+"""The PP renderers (render.pp_*): DOT sources and HTML frames read from real PP runs (no mocks: the scenarios run the engine)."""
 
 import re
 

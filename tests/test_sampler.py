@@ -1,6 +1,7 @@
 """Sampler primitives against transformers' classes on identical logits, plus the loop on toy LMs.
 
-Class-level facts from shared/reference/diffusiongemma-samplers.md §4.1, §5.1, §7.3 item 5.
+The class-level facts are transformers 5.23.0's ``generation_diffusion_gemma.py`` (``EntropyBoundSampler``, the
+linear temperature processor, ``StableAndConfidentStoppingCriteria``), checked against the installed classes.
 """
 
 import math
@@ -141,7 +142,7 @@ def test_stable_and_confident_not_confident_on_flat_logits():
 # ---------------------------------------------------------------- the loop on toy LMs
 
 class PeakyLM:
-    """+20 on target(pos) = 3 + 5*pos mod 125 over zeros; optional forced EOS (reference §7.3 item 2)."""
+    """+20 on target(pos) = 3 + 5*pos mod 125 over zeros; optional forced EOS."""
 
     vocab_size = 128
 

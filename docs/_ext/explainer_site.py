@@ -117,7 +117,7 @@ def svg_alt_text(svg_text: str) -> str:
     label = " ".join(_texts(graph))  # the graph's own label, not its nodes' or clusters'
     groups = [" ".join(_texts(g)) for g in graph.iter(f"{SVG_NS}g") if has(g, "cluster") and _texts(g)]
     nodes_ = [g for g in graph.iter(f"{SVG_NS}g") if has(g, "node")]
-    taken = [_texts(g)[0] for g in nodes_ if has(g, "taken") and _texts(g)]  # render_comm marks the route
+    taken = [_texts(g)[0] for g in nodes_ if has(g, "taken") and _texts(g)]  # render.comm_dot marks the route
     name = label or (title.replace("_", " ") if title and not title.startswith("%") else "")
     text = f"Diagram: {name}" if name else "Diagram"
     if groups:

@@ -1,4 +1,4 @@
-"""Benchmarks measured side by side in one run and printed as ratios (DESIGN: performance goals).
+"""Benchmarks measured side by side in one run and printed as ratios (each row names its goal; README lists them).
 
 One module per area (``sampler``, ``comm``, ``startup``, ``widgets``, ``workshop``), each exposing
 ``run(quick: bool = False) -> list[Row]``. ``python -m explainer bench`` runs every present module.

@@ -20,7 +20,7 @@ The measurements run in interleaved rounds (shm, generic, shm, ...) and report m
 see the same background load; on a shared 2-core machine the absolute figures still swing a lot.
 
 Goals: >= 3x throughput at 1 MiB, >= 20x lower latency at 4 KiB and within 2x of the floor, >= 40 % of
-memcpy at 16 MiB (issue #16 raised the latency goals from DESIGN's >= 10x). ``bench --loaded`` runs the
+memcpy at 16 MiB (issue #16 raised the latency goals from the first >= 10x). ``bench --loaded`` runs the
 same with busy-loop processes competing for the cores.
 """
 

@@ -2,7 +2,7 @@
 
 Ours: building ``EngineConfig(model="diffusion-gemma-tiny", pipeline_parallel_size=2)`` until it raises
 (median). Baseline, in the same run: the pre-#45828 model with the same PP size going all the way to its
-warmup crash (ranks, model load, warmup). Goal (DESIGN): < 10 ms and no process started.
+warmup crash (ranks, model load, warmup). Goal: < 10 ms and no process started.
 """
 
 from __future__ import annotations

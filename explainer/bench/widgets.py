@@ -1,12 +1,12 @@
-"""Widgets: one stepper step, and the live knobs' real runs (DESIGN: step p95 < 30 ms, a knob's run < 1 s).
+"""Widgets: one stepper step, and the live knobs' real runs (goals: step p95 < 30 ms, a knob's run < 1 s).
 
-* Step: ``widgets_pp.frame_for`` (rendering one frame from the trace: views, highlights, header, diagram,
+* Step: ``widgets.pp.frame_for`` (rendering one frame from the trace: views, highlights, header, diagram,
   output text vs PP=1) plus ``slider.value = k`` with its Python observers (the fixed-height stack and the
   jump-to buttons follow). The trace is the real ``pp2-pre-fix-int64`` run; the frame order is shuffled
   (seeded) so no step reuses the previous one. Ratio = goal / p95 (headroom; >= 1 meets the goal).
 * Knobs, one prompt each, median of a few runs: notebook 1's ``run_sampler`` + its new stepper (a real
   generation of an unsure prompt, frames rendered); notebook 2's real engine run of one prompt at PP=2
-  (``pp_scenarios.run_demo``, generic-int64 and state-sync). Ratio = 1000 ms / median.
+  (``scenario.pp.run_demo``, generic-int64 and state-sync). Ratio = 1000 ms / median.
 """
 
 from __future__ import annotations

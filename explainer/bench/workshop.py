@@ -1,4 +1,4 @@
-"""A workshop check's turnaround (DESIGN: "a few seconds on 2 cores", learners iterate on it).
+"""A workshop check's turnaround (the goal: a few seconds on 2 cores, because learners iterate on it).
 
 For each exercise, a passing answer (the slowest path: every check runs; ``sync-fields`` also runs its
 minimality runs):

@@ -1,6 +1,6 @@
 """``python -m explainer workshop list`` and ``python -m explainer workshop check ID FILE|DIR [--json]``.
 
-Exit codes (DESIGN contract 6): 0 passed, 1 failed (the reason says what and where), 2 bad input (unknown
+Exit codes: 0 passed, 1 failed (the reason says what and where), 2 bad input (unknown
 id, missing file or function, syntax error, unknown field name, an exception raised by the learner's code).
 A folder is graded file by file (a table, one row per file): 0 when every file passes, else 1.
 """

@@ -1,7 +1,9 @@
-"""A tiny random transformers ``DiffusionGemmaForBlockDiffusion`` (reference §7.2 recipe), built locally.
+"""A tiny random transformers ``DiffusionGemmaForBlockDiffusion``, built locally (the config follows the tiny one of
+transformers' ``tests/models/diffusion_gemma/test_modeling_diffusion_gemma.py``; ``SOURCES.md``).
 
 No download: the config is spelled out here and the weights are drawn under ``torch.manual_seed(seed)``.
-MoE (2 experts, top-1) and a 1-layer vision tower are mandatory in transformers 5.23.0 (§7.4).
+MoE (2 experts, top-1) and a 1-layer vision tower are mandatory in transformers 5.23.0 (it refuses a config
+without them).
 transformers is imported only when a model is built (optional extra ``explainer[hf]``).
 """
 
@@ -19,7 +21,7 @@ TEXT_CONFIG = dict(
     moe_intermediate_size=8, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 VISION_CONFIG = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
                      num_attention_heads=2, num_key_value_heads=1, patch_size=5)
-REFERENCE_PROMPT = [1, 10, 11, 12, 13]   # §7.3 item 3
+REFERENCE_PROMPT = [1, 10, 11, 12, 13]   # the prompt of the recorded conformance vectors (tests/test_hf_conformance.py)
 
 
 def _transformers():
@@ -31,7 +33,7 @@ def _transformers():
 
 
 def tiny_hf_config(canvas_length: int = 8):
-    """``DiffusionGemmaConfig``: vocab 128, hidden 32, 2 layers, canvas ``canvas_length`` (§7.2)."""
+    """``DiffusionGemmaConfig``: vocab 128, hidden 32, 2 layers, canvas ``canvas_length``."""
     transformers = _transformers()
     return transformers.DiffusionGemmaConfig(text_config=dict(TEXT_CONFIG), vision_config=dict(VISION_CONFIG),
                                              canvas_length=canvas_length, image_token_id=127,
@@ -40,7 +42,8 @@ def tiny_hf_config(canvas_length: int = 8):
 
 def tiny_hf_model(seed: int = 0, canvas_length: int = 8):
     """Random-weight ``DiffusionGemmaForBlockDiffusion`` in eval mode; ``torch.manual_seed(seed)`` right
-    before construction, so seed 0 is the model behind the reference's recorded token vectors (§7.3)."""
+    before construction, so seed 0 is the model whose seeded outputs transformers 5.23.0 recorded
+    (``tests/test_hf_conformance.py`` keeps them)."""
     transformers = _transformers()
     config = tiny_hf_config(canvas_length)
     torch.manual_seed(seed)

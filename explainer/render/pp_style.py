@@ -6,12 +6,13 @@ from explainer.model import task
 from explainer.render.canvas import Glyphs
 from explainer.vocab import VIEW_FIELDS
 
-# The state a non-last rank reads but only the last rank's sampler writes (vocab.STATE_SYNC_FIELDS), in the
-# order the pictures list it; the stage node that reads each one; its shape, for a plan that was not run.
-STATE_FIELDS = ("is_encoder_phase", "self_conditioning_embeds", "draft_tokens")
-READER = {"draft_tokens": "embed", "self_conditioning_embeds": "sc", "is_encoder_phase": "layers"}
+# How each field of vocab.STATE_SYNC_FIELDS (what a non-last rank reads but only the last rank's sampler writes)
+# is drawn: its shape, for a plan that was not run, and the stage node that reads it. The pictures list the
+# fields in FIELD_SHAPE's order (a test checks both tables name exactly the synced fields).
 FIELD_SHAPE = {"is_encoder_phase": "bool [n]", "self_conditioning_embeds": "float32 [n, CL, H]",
                "draft_tokens": "int64 [n, CL]"}
+READER = {"draft_tokens": "embed", "self_conditioning_embeds": "sc", "is_encoder_phase": "layers"}
+STATE_FIELDS = tuple(FIELD_SHAPE)
 VIEW_ROWS = VIEW_FIELDS                       # a rank's view of a request, row by row
 GLYPHS = Glyphs(task.VOCAB, task.PAD_ID, task.EOS_ID)
 

@@ -1,4 +1,4 @@
-"""Pipeline timeline -> SVG / HTML strings (pure; everything comes from ``timeline.PipelineTimeline``).
+"""Pipeline timeline -> SVG / HTML strings (pure; everything comes from ``trace.timeline.PipelineTimeline``).
 
 Rows are PP ranks, columns are ticks (engine time: one stage forward per tick). A filled cell is a
 forward micro-step, coloured by request and labelled with its engine step; a hatched grey cell is a

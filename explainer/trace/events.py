@@ -7,7 +7,7 @@ previous dict, so a trace stays cheap). A view is small and JSON-able: per reque
 ``num_computed_tokens``.
 
 Drivers stamp events with their logical clock (``set_tick``; ``data["tick"]``: one stage forward per
-tick), from which ``timeline.pipeline_timeline`` draws ranks x time, bubbles and transfers.
+tick), from which ``trace.timeline.pipeline_timeline`` draws ranks x time, bubbles and transfers.
 
 ``first_divergence()`` finds the first event at which a rank that does not own the diffusion state (any
 rank but the last, where the sampler lives) *reads* a field whose value differs from the owner's.

@@ -29,11 +29,10 @@ from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
 from explainer.sampler import StepRecorder, generate
 from explainer.scenario.accuracy import engine_exact_match
 from explainer.scenario.pp import run_demo
-from explainer.vocab import PP_MODES_BY_STORY, STATE_SYNC_FIELDS
+from explainer.vocab import PP_MODES_BY_STORY, REQUEST_STATE_FIELDS, STATE_SYNC_FIELDS
 from explainer.widgets.pp import rank_stepper
 from explainer.widgets.sampler import canvas_stepper
 from explainer.widgets.stepper import KERNEL_NOTE
-from explainer.worker.states import request_state_fields
 
 __all__ = ["SamplerKnobs", "PPKnobs", "run_sampler", "run_pp"]
 
@@ -139,7 +138,7 @@ class PPKnobs(_Knob):
         chosen = set(STATE_SYNC_FIELDS if sync_fields is None else sync_fields)
         # state-sync: one checkbox per real per-request state field (EngineConfig.sync_fields)
         self.fields = {f: W.Checkbox(value=f in chosen, description=f, indent=False,
-                                     layout=W.Layout(width="240px")) for f in request_state_fields()}
+                                     layout=W.Layout(width="240px")) for f in REQUEST_STATE_FIELDS}
         self.pp = W.ToggleButtons(options=[1, 2, 3, 4], value=pp, description="PP size",
                                   style={"button_width": "40px"})
         self.mode = W.ToggleButtons(options=list(PP_MODES_BY_STORY), value=mode, description="PP mode",

@@ -1,4 +1,4 @@
-"""The rank stepper: frames from ``render_pp.rank_views_html`` over the key events of a PP run, in a ``Stepper``.
+"""The rank stepper: frames from ``render.pp_views.rank_views_html`` over the key events of a PP run, in a ``Stepper``.
 
 Frame ``k`` (slider position ``k``) has the root ``#xp-pp-frame-{k}`` carrying ``data-event``, ``data-step``,
 ``data-rank``, ``data-phase`` and ``data-diverged`` (comma list of the fields read here that differ from the

@@ -1,4 +1,4 @@
-"""The canvas sampler's stepper: frames from ``render_canvas.canvas_story`` in a ``widgets.Stepper``.
+"""The canvas sampler's stepper: frames from ``render.canvas_story.canvas_story`` in a ``stepper.Stepper``.
 
 Each frame carries its "frame k of N · what happens" caption; "first renoise" and "commit k" are
 jump-to buttons (browser-side, so they work in a static export). The frame box has a fixed height.

@@ -1,4 +1,4 @@
-"""The workshop kit (DESIGN contract 6): exercises whose checkers run the real mechanism.
+"""The workshop kit: exercises whose checkers run the real mechanism.
 
     from explainer.workshop import check
     check("accept", entropy_bound_accept)        # a function defined in a notebook cell, or a .py path

@@ -13,8 +13,8 @@ from __future__ import annotations
 from explainer.model import task
 from explainer.engine.llm_engine import LLMEngine
 from explainer.model.registry import PRE_FIX_MODEL
-from explainer.worker.states import request_state_fields
 from explainer.trace import Trace
+from explainer.vocab import REQUEST_STATE_FIELDS
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
@@ -38,7 +38,7 @@ def _engine_run(fields, pp: int, texts: list[str], trace: Trace | None = None):
     return [o.output_token_ids for o in outs], trace
 
 
-def evaluate(fields, texts: list[str], reference: list[list[int]]) -> dict:
+def run_with_fields(fields, texts: list[str], reference: list[list[int]]) -> dict:
     """One PP=2 run syncing ``fields``: the first divergence, the first prompt whose tokens differ, bytes."""
     ids, trace = _engine_run(fields, 2, texts)
     div = trace.first_divergence()
@@ -71,7 +71,7 @@ def still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
 def _fields(fn, code) -> list[str]:
     with learner_phase(f"calling {code.function}()"):
         got = learner.call(fn, filename=code.filename, what=f"{code.function}()")
-    valid = request_state_fields()
+    valid = REQUEST_STATE_FIELDS
     if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
         raise LearnerError("bad-value", f"{code.function}() returned {got!r} ({type(got).__name__}); expected a "
                                         f"set of field names, e.g. {{'canvas'}}; valid names: {', '.join(valid)}")
@@ -87,7 +87,7 @@ def run(fn, code):
     fields = _fields(fn, code)
     texts = prompts()
     ref_ids, ref_trace = _engine_run((), 1, texts)
-    res = evaluate(fields, texts, ref_ids)
+    res = run_with_fields(fields, texts, ref_ids)
     checks, picture, figures = [], {}, {"fields": fields, "prompts": texts}
     div = res["divergence"]
     if div:

@@ -1,4 +1,4 @@
-"""The exercise registry (DESIGN contract 6): id -> the function the learner writes, its notebook, minutes."""
+"""The exercise registry: id -> the function the learner writes, its notebook, minutes."""
 
 from __future__ import annotations
 

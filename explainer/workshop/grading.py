@@ -41,7 +41,7 @@ def table(reports: list[Report]) -> str:
 
 
 def summary_json(exercise_id: str, reports: list[Report]) -> dict:
-    """One object (contract 6): the folder passes when every file passes; one check per file."""
+    """One object (``workshop check ID DIR --json``): the folder passes when every file passes; one check per file."""
     return {"exercise": exercise_id, "passed": all(r.passed for r in reports),
             "checks": [{"name": Path(r.source).name, "passed": r.passed, "detail": r.reason or "passed"}
                        for r in reports],

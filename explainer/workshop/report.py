@@ -1,6 +1,6 @@
 """What a workshop check returns: a verdict, its named checks, the reason and where, and the picture data.
 
-Statuses and exit codes (DESIGN contract 6): ``pass`` 0, ``fail`` 1 (the reason says what and where),
+Statuses and the command line's exit codes: ``pass`` 0, ``fail`` 1 (the reason says what and where),
 ``error`` 2 (bad input: unknown id, missing file or function, syntax error, unknown field name, an
 exception raised by the learner's code).
 """
