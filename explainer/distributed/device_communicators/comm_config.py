@@ -34,9 +34,23 @@ MAX_CHUNK_BYTES = 1 << 30
 _IDENT_OK = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 
 
-def _env_flag(name: str, default: bool, value: str | None = None) -> bool:
+def _env_text(name: str, value: str | None = None) -> str | None:
+    """The variable's text (``value`` when given), None when it is unset or empty."""
     value = os.environ.get(name) if value is None else value
-    if value is None or value == "":
+    return None if value is None or value == "" else value
+
+
+def _parsed(kind, text: str):
+    """``kind(text)``, or None when the text is not such a number."""
+    try:
+        return kind(text)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _env_flag(name: str, default: bool, value: str | None = None) -> bool:
+    value = _env_text(name, value)
+    if value is None:
         return default
     if value.lower() in ("1", "true", "yes", "on"):
         return True
@@ -47,13 +61,10 @@ def _env_flag(name: str, default: bool, value: str | None = None) -> bool:
 
 def env_number(name: str, default: float, kind=float, minimum: float = 0) -> float:
     """A numeric environment variable; a bad value names the variable and the accepted range."""
-    value = os.environ.get(name)
-    if value is None or value == "":
+    value = _env_text(name)
+    if value is None:
         return default
-    try:
-        number = kind(value)
-    except (ValueError, OverflowError):
-        number = None
+    number = _parsed(kind, value)
     if number is None or not math.isfinite(number) or number <= minimum:
         raise UsageError(f"{name}={value!r}: accepted are finite {kind.__name__} values > {minimum}")
     return number
@@ -61,27 +72,21 @@ def env_number(name: str, default: float, kind=float, minimum: float = 0) -> flo
 
 def env_timeout(value: str | None = None, name: str = "EXPLAINER_COMM_TIMEOUT", default: float = 30.0) -> float:
     """The comm timeout in seconds: one deadline for rendezvous, group set-up, name agreement, transfers."""
-    value = os.environ.get(name) if value is None else value
-    if value is None or value == "":
+    value = _env_text(name, value)
+    if value is None:
         return default
-    try:
-        secs = float(value)
-    except ValueError:
-        secs = float("nan")
-    if not (math.isfinite(secs) and 0 < secs <= MAX_TIMEOUT):
+    secs = _parsed(float, value)
+    if secs is None or not (math.isfinite(secs) and 0 < secs <= MAX_TIMEOUT):
         raise UsageError(f"{name}={value!r}: accepted are seconds > 0 (finite, <= {MAX_TIMEOUT:.0f})")
     return secs
 
 
 def env_chunk_bytes(value: str | None = None, name: str = "EXPLAINER_SHM_CHUNK_BYTES") -> int:
-    value = os.environ.get(name) if value is None else value
-    if value is None or value == "":
+    value = _env_text(name, value)
+    if value is None:
         return DEFAULT_CHUNK_BYTES
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if not (MIN_CHUNK_BYTES <= n <= MAX_CHUNK_BYTES and n % 64 == 0):
+    n = _parsed(int, value)
+    if n is None or not (MIN_CHUNK_BYTES <= n <= MAX_CHUNK_BYTES and n % 64 == 0):
         raise UsageError(f"{name}={value!r}: accepted are integers, multiples of 64, from {MIN_CHUNK_BYTES} "
                          f"to {MAX_CHUNK_BYTES}")
     return n
