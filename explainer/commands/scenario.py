@@ -1,4 +1,4 @@
-"""``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async] [--gate G] [--json]``."""
+"""``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async] [--gate G] [--engine toy|vllm] [--json]``."""
 
 import json
 
@@ -15,6 +15,8 @@ def configure(parser):
                         "(default post-40150)")
     parser.add_argument("--pp-schedule", default="sync", dest="pp_schedule",
                         help="PP back-channel schedule: sync (vLLM #33960, default) or async (#42187)")
+    parser.add_argument("--engine", default=None, help="comm-shared-ident-two-hosts: who runs the ranks, toy "
+                        "(default) or vllm (the real vLLM 0.32.0 from .venv-vllm: make vllm)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -23,7 +25,8 @@ def run(args):
         for name, summary in scenarios.available().items():
             print(f"{name:26s} {summary}")
         return 0
-    result = scenarios.run(args.name, backend=args.backend, pp_schedule=args.pp_schedule, gate=args.gate)
+    result = scenarios.run(args.name, backend=args.backend, pp_schedule=args.pp_schedule, gate=args.gate,
+                             engine=args.engine)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:

@@ -75,8 +75,10 @@ def _sigterm_as_interrupt():
 
 def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *, timeout: float = 90.0,
            grace: float = 3.0, num_threads: int = 1, comm_timeout: float = 20.0,
-           record: HostsRun | None = None) -> list[RankResult]:
-    """Run ``fn(*args, **kwargs)`` on rank 0 (host0) and rank 1 (host1) under torchrun; results by rank."""
+           record: HostsRun | None = None, node: NodeProgram | None = None) -> list[RankResult]:
+    """Run ``fn(*args, **kwargs)`` on rank 0 (host0) and rank 1 (host1) under torchrun; results by rank.
+
+    ``node`` changes what each host runs (another interpreter and rank module, one ident for both hosts)."""
     if timeout <= 0:
         raise ValueError(f"timeout {timeout}: accepted are seconds > 0")
     check_available()
@@ -97,7 +99,7 @@ def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
             run.hosts, run.workdir = hosts, workdir
             run.steps.append(f"created {', '.join(h.netns for h in hosts)}; veth {IFNAME}<->{IFNAME} on {SUBNET}")
             for h in hosts:
-                _start_host(h, len(hosts), workdir, comm_timeout, run)
+                _start_host(h, len(hosts), workdir, comm_timeout, run, node or NodeProgram())
             results = _collect(hosts, workdir, t0, timeout, grace)
             for r in results:
                 run.facts[r.rank] = _read_facts(workdir, r.rank)
@@ -112,15 +114,29 @@ def launch(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
                 record.seconds = time.monotonic() - t0
 
 
-def _start_host(h: Host, nnodes: int, workdir: str, comm_timeout: float, run: HostsRun) -> None:
+@dataclass
+class NodeProgram:
+    """What each host runs: the interpreter (its ``-m torch.distributed.run`` when not this one), the rank module
+    torchrun starts, the ident (None: each host's launcher picks its own; a value: one for every host, as one
+    shared init method gives), and extra environment variables."""
+    python: str = sys.executable
+    rank_module: str = "explainer.distributed.hosts_rank"
+    ident: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _start_host(h: Host, nnodes: int, workdir: str, comm_timeout: float, run: HostsRun, prog: NodeProgram) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in ("EXPLAINER_DIST_IDENT", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(GLOO_SOCKET_IFNAME=h.ifname, OMP_NUM_THREADS="1", EXPLAINER_COMM_TIMEOUT=str(comm_timeout),
                PYTHONUNBUFFERED="1", TMPDIR=workdir)   # torchrun's torchelastic_* logs go where teardown removes them
-    node = [sys.executable, "-m", "explainer.distributed.hosts_node", "--node-rank", str(h.index),
+    env.update(prog.env)
+    own = prog.python == sys.executable
+    node = [prog.python, "-m", "explainer.distributed.hosts_node", "--node-rank", str(h.index),
             "--nnodes", str(nnodes), "--hostname", h.hostname, "--master-addr", ADDRESSES[0],
             "--master-port", str(MASTER_PORT), "--workdir", workdir, "--shm-size", SHM_SIZE,
-            "--torchrun", (torchrun_command() or ["-"])[0] if len(torchrun_command() or []) == 1 else "-"]
+            "--rank-module", prog.rank_module, *(["--ident", prog.ident] if prog.ident else []),
+            "--torchrun", (torchrun_command() or ["-"])[0] if own and len(torchrun_command() or []) == 1 else "-"]
     argv = ["ip", "netns", "exec", h.netns, "unshare", "--mount", "--uts", "--propagation", "private", "--"] + node
     run.commands.append(argv)
     h.log_path = os.path.join(workdir, f"host{h.index}.log")

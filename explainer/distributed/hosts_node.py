@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master-port", type=int, required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--shm-size", default="256m")
+    ap.add_argument("--rank-module", default="explainer.distributed.hosts_rank")
+    ap.add_argument("--ident", default=None, help="one ident for every host (one shared init method); default: "
+                                                   "this host picks its own port")
     ap.add_argument("--torchrun", required=True, help="torchrun's path, or - for python -m torch.distributed.run")
     a = ap.parse_args(argv)
     die_with_parent()
@@ -71,14 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"host step '{step}' failed on {a.hostname}: {exc}", file=sys.stderr, flush=True)
         return 3
-    ident = str(get_open_port())
+    ident = a.ident or str(get_open_port())
     os.environ["EXPLAINER_DIST_IDENT"] = ident
-    print(f"{a.hostname}: /dev/shm is a private tmpfs; this node's port (its vLLM ident) is {ident}", flush=True)
+    whose = "the shared init method's port" if a.ident else "this node's port"
+    print(f"{a.hostname}: /dev/shm is a private tmpfs; {whose} (its vLLM ident) is {ident}", flush=True)
     cmd = ([a.torchrun] if a.torchrun != "-" else [sys.executable, "-m", "torch.distributed.run"]) + [
         "--nnodes", str(a.nnodes), "--nproc-per-node", "1", "--node-rank", str(a.node_rank),
         "--master-addr", a.master_addr, "--master-port", str(a.master_port), "--rdzv-backend", "static",
         "--max-restarts", "0", "--monitor-interval", "0.2",
-        "-m", "explainer.distributed.hosts_rank", a.workdir]
+        "-m", a.rank_module, a.workdir]
     os.execv(cmd[0], cmd)
     return 0  # not reached
 

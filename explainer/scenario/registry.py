@@ -4,8 +4,8 @@
 [--gate pre-40150|post-40150] [--json]``
 
 ``SCENARIOS`` names each story once, with its one-line summary and where it runs; the story itself is the
-function of the same name (``-`` spelled ``_``) in ``pp.py`` (the PP stories) or ``comm.py`` (the communicator
-ones, which have no PP schedule and ignore it). Each takes ``backend`` (and, for the PP stories,
+function of the same name (``-`` spelled ``_``) in ``pp.py`` (the PP stories), ``comm.py`` (the communicator
+ones, which have no PP schedule and ignore it) or ``comm_shared.py`` (the shared-ident story, toy or real vLLM). Each takes ``backend`` (and, for the PP stories,
 ``pp_schedule`` and ``gate``) and returns a ``ScenarioResult``. This module stays light (no torch): the command
 line lists the scenarios without loading a model, and ``story_function`` imports the stories when one runs.
 """
@@ -16,10 +16,11 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from explainer import vllm_env
 from explainer.distributed.host_namespaces import check_available
 from explainer.errors import UsageError
 from explainer.scenario.result import ScenarioResult
-from explainer.vocab import COMM_GATES, EXECUTOR_BACKENDS, PP_SCHEDULES
+from explainer.vocab import COMM_GATES, ENGINES, EXECUTOR_BACKENDS, PP_SCHEDULES
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Story:
     summary: str                # one line (``python -m explainer scenario`` lists them)
     hosts: bool = False         # runs with one rank per host on ``--backend hosts``
     gated: bool = False         # a PP run whose real group takes ``--gate``
+    hosts_only: bool = False    # runs on ``--backend hosts`` only
+    engines: bool = False       # takes ``--engine toy|vllm`` (vllm: the real vLLM 0.32.0's ranks)
 
 
 SCENARIOS = {
@@ -46,9 +49,13 @@ SCENARIOS = {
                                      "both ranks", hosts=True),
     "comm-inter-node-fixed": Story("comm", "2 PP ranks on 2 simulated nodes, post-#40150 gate: fallback, generic "
                                    "path delivers", hosts=True),
+    "comm-shared-ident-two-hosts": Story("comm_shared", "2 PP ranks on 2 hosts sharing one ident (one init method): "
+                                         "names agree, shared memory chosen, both ranks fail", hosts=True,
+                                         hosts_only=True, engines=True),
 }
 SCENARIO_NAMES = tuple(SCENARIOS)
 HOSTS_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.hosts)
+ENGINE_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.engines)
 GATED_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.gated)
 
 
@@ -59,16 +66,18 @@ def available() -> dict[str, str]:
 
 def story_function(name: str) -> Callable[..., ScenarioResult]:
     """The function that runs scenario ``name`` (imported here: the stories load torch and the model)."""
-    from explainer.scenario import comm, pp
-    return getattr({"pp": pp, "comm": comm}[SCENARIOS[name].module], name.replace("-", "_"))
+    from explainer.scenario import comm, comm_shared, pp
+    module = {"pp": pp, "comm": comm, "comm_shared": comm_shared}[SCENARIOS[name].module]
+    return getattr(module, name.replace("-", "_"))
 
 
 def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync",
-        gate: str | None = None) -> ScenarioResult:
+        gate: str | None = None, engine: str | None = None) -> ScenarioResult:
     """Run the named scenario (``pp1``, ``pp2-gated``, ``comm-same-node``, ...) on ``backend``.
 
     ``pp_schedule`` (PP scenarios) picks the back-channel schedule; ``gate`` (PP scenarios on real groups) picks
-    the communicator's tensor-dict gate."""
+    the communicator's tensor-dict gate; ``engine`` (``toy`` default, or ``vllm``) who runs the ranks, for the
+    scenarios that take it."""
     if name not in SCENARIOS:
         raise UsageError(f"unknown scenario {name!r}; known scenarios: {', '.join(available())}")
     if backend not in EXECUTOR_BACKENDS:
@@ -81,12 +90,22 @@ def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync",
         raise UsageError(f"--gate applies to {', '.join(GATED_SCENARIOS)}; scenario {name!r} fixes its own gate")
     if gate is not None and backend == "inprocess":      # the in-process group has no CpuCommunicator
         raise UsageError("--gate needs real PP groups: --backend processes or hosts (inprocess has no communicator)")
+    if engine is not None and engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; accepted: {', '.join(ENGINES)}")
+    if engine is not None and name not in ENGINE_SCENARIOS:
+        raise UsageError(f"--engine applies to {', '.join(ENGINE_SCENARIOS)}; scenario {name!r} runs the toy")
+    if SCENARIOS[name].hosts_only and backend != "hosts":
+        raise UsageError(f"scenario {name!r} runs on two hosts only: add --backend hosts")
+    if engine == "vllm":
+        vllm_env.require()                      # one line how to build .venv-vllm, exit 2
     if backend == "hosts":
         if name not in HOSTS_SCENARIOS:
             raise UsageError(f"scenario {name!r} runs on one node; --backend hosts accepts {', '.join(HOSTS_SCENARIOS)}")
         check_available()                       # one line why not (not root, not Linux, no ip), exit 2
     fn = story_function(name)
     kwargs = {} if gate is None else {"gate": gate}
+    if engine is not None:
+        kwargs["engine"] = engine
     if "pp_schedule" in inspect.signature(fn).parameters:
         kwargs["pp_schedule"] = pp_schedule
     return fn(backend, **kwargs)

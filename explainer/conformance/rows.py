@@ -1,0 +1,30 @@
+"""``Row``: one conformance check, the toy's value beside the real vLLM's, and whether they agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    name: str
+    toy: dict
+    vllm: dict
+    agree: bool
+    how: str = ""                       # what ran for real on each side, and what was composed
+    keys: list[str] = field(default_factory=list)   # the fields compared (the others are shown, not compared)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "toy": self.toy, "vllm": self.vllm, "agree": self.agree, "compared": self.keys,
+                "how": self.how}
+
+
+def compare(name: str, toy: dict, vllm: dict, keys: list[str], how: str) -> Row:
+    """A row that agrees when every field of ``keys`` is equal on both sides (and present on the vLLM side)."""
+    agree = all(k in vllm and toy.get(k) == vllm.get(k) for k in keys)
+    return Row(name, toy, vllm, agree, how, list(keys))
+
+
+def failed(name: str, toy: dict, why: str, how: str) -> Row:
+    """A row whose vLLM side could not run: it does not agree, and says why."""
+    return Row(name, toy, {"error": why}, False, how, [])

@@ -1,0 +1,85 @@
+"""``comm-shared-ident-two-hosts``: two hosts that share one init method, so one ident, and no ``/dev/shm``.
+
+vLLM's CPU worker takes its ``VLLM_DIST_IDENT`` from its ``distributed_init_method`` (0.32.0
+``v1/worker/cpu_worker.py``: the port of a ``tcp://`` method). When every node's executor picks its own method
+(the multiproc executor on each node, the set-up of #37933), the idents differ and the SHM group names disagree
+across nodes, so #40150's gate falls back. When one init method is shared by all nodes (Ray's executor, vLLM
+#33628), every rank computes the same SHM group name: the name agreement passes, the communicator picks shared
+memory, and each rank then opens its peer's segment in a ``/dev/shm`` that is not there. #40150's gate reads
+``supports_tensor_dict``, which is decided by that same name agreement, so it cannot catch this. Open vLLM PR
+#46716 proposes the hostname in the SHM group name (this package's own default ident, ``hostname:MASTER_PORT``,
+already has it; here both hosts are given the shared port, as vLLM's CPU worker would).
+
+Run on ``--backend hosts`` (two network + mount namespaces, each with a private tmpfs on ``/dev/shm``), with
+``engine="toy"`` (this package's ranks) or ``"vllm"`` (the real vLLM 0.32.0's ranks from ``.venv-vllm``).
+The outcome is ``runtime-error`` on both: neither engine can cross hosts through shared memory.
+"""
+
+from __future__ import annotations
+
+from explainer import vllm_env
+from explainer.distributed import hosts
+from explainer.distributed.device_communicators.comm_config import env_timeout, validate_env
+from explainer.distributed.launch import free_port
+from explainer.errors import UsageError
+from explainer.scenario.comm import exchange_rank
+from explainer.scenario.result import ScenarioResult
+
+NAME = "comm-shared-ident-two-hosts"
+WHY_GATE_MISSES = ("#40150's gate (use_cpu_custom_send_recv = is_cpu() and supports_tensor_dict) is read after the "
+                   "communicator is built, and supports_tensor_dict only says whether the shared-memory backend was "
+                   "chosen, which the name agreement decides; with one ident the names agree, so the shared-memory "
+                   "backend is chosen and fails while it is built, before the gate is ever read")
+PROPOSAL = "open vLLM PR #46716: put the hostname in the SHM group name, so ranks on different hosts disagree"
+
+
+def launch_engine(engine: str, ident: str, comm_timeout: float, run: hosts.HostsRun):
+    """Both hosts' ranks, given one ident: this package's (``exchange_rank``) or the real vLLM's."""
+    if engine == "toy":
+        return hosts.launch(exchange_rank, args=("post-40150",), timeout=4 * comm_timeout + 30,
+                            comm_timeout=comm_timeout, record=run, node=hosts.NodeProgram(ident=ident))
+    prog = hosts.NodeProgram(python=str(vllm_env.require()), rank_module="explainer.vllm_side.hosts_rank",
+                             ident=ident, env={"VLLM_LOGGING_LEVEL": "INFO", "OMP_NUM_THREADS": "1"})
+    return hosts.launch(None, args=("post-40150",), timeout=240, comm_timeout=comm_timeout, record=run, node=prog)
+
+
+def rank_view(res, facts: dict, engine: str, ident: str) -> dict:
+    """One rank: its error (the launcher's view for the toy, vLLM's own report for vLLM), its SHM group name and
+    what its host's /dev/shm held."""
+    if engine == "vllm" and res.ok:
+        report = res.value or {}
+        error, phase = report.get("error"), report.get("error_phase")
+        name = facts.get("shm_group_name")
+    else:
+        error = None if res.ok else res.error
+        phase = res.phase
+        name = f"{ident}-pp:0-[0-1]-cpushm"          # the toy's make_group_name, which failed before reporting
+    return {"rank": res.rank, "host": facts.get("hostname"), "ident": facts.get("ident"), "shm_group_name": name,
+            "dev_shm": facts.get("dev_shm", []), "error": error, "phase": phase, "pid": res.pid}
+
+
+def comm_shared_ident_two_hosts(backend: str = "hosts", engine: str = "toy") -> ScenarioResult:
+    if backend != "hosts":
+        raise UsageError(f"scenario {NAME} runs on two hosts only: --backend hosts")
+    validate_env()
+    comm_timeout = env_timeout(default=10.0)
+    ident = str(free_port())                         # one init method for the cluster: its port, on every host
+    run = hosts.HostsRun([], "")
+    results = launch_engine(engine, ident, comm_timeout, run)
+    per_rank = [rank_view(r, run.facts.get(r.rank, {}), engine, ident) for r in results]
+    errors = [p["error"] for p in per_rank if p["error"]]
+    names = [p["shm_group_name"] for p in per_rank]
+    label = vllm_env.ENGINE_LABEL if engine == "vllm" else "toy"
+    lines = [f"scenario {NAME} ({label}): 2 hosts, one ident {ident} (one shared init method), private /dev/shm each"]
+    lines.append(f"  SHM group names: {names} -> agree: {len(set(names)) == 1}")
+    for p in per_rank:
+        what = f"{p['error']['type']}: {p['error']['message']}" if p["error"] else "no error"
+        lines.append(f"  rank {p['rank']} on {p['host']} (its /dev/shm: {', '.join(p['dev_shm'])}): {what}")
+    lines += [f"  why #40150's gate does not catch it: {WHY_GATE_MISSES}", f"  {PROPOSAL}"]
+    return ScenarioResult(
+        scenario=NAME, pp_size=2, backend="hosts", outcome="runtime-error" if errors else "ok",
+        error=errors[-1] if errors else None, processes_started=len(results),
+        details={"engine": engine, "engine_label": label, "ident": ident, "shm_group_names": names,
+                 "names_agree": len(set(names)) == 1, "per_rank": per_rank, "why_the_gate_misses": WHY_GATE_MISSES,
+                 "proposal": PROPOSAL, "comm_timeout": comm_timeout, "hosts": hosts.describe(run)},
+        summary="\n".join(lines))

