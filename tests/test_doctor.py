@@ -14,7 +14,7 @@ import pytest
 from explainer import doctor
 
 ROWS = ["Python", "torch", "graphviz dot", "JupyterLab + widgets", "shared memory", "gloo on 127.0.0.1",
-        "shipped checkpoint"]
+        "shipped checkpoint", "vLLM 0.32 environment"]
 
 
 def _doctor(env=None, prefix=()):
@@ -36,7 +36,7 @@ def test_doctor_passes_here():
     assert out.returncode == 0, out.stdout + out.stderr
     assert rows == {name: "✓" for name in ROWS}
     assert not fixes
-    assert "7 of 7 checks passed" in out.stdout
+    assert "8 of 8 checks passed" in out.stdout
     assert "'four hundred fifty-one'" in out.stdout
 
 

@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from explainer.bench import Row
+from explainer.bench import Row, comm_vllm
 from explainer.bench.load import ACTIVE
 from explainer.distributed.device_communicators.comm_config import CommConfig
 from explainer.distributed.device_communicators.shm import acked_slot, sent_slot
@@ -44,22 +44,22 @@ SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
 OVERLAPPED = "tensors and dict (recv, before the wait: overlaps it)"
 
 
-def _label(n: int) -> str:
+def size_label(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
-def _dict(nbytes: int):
+def bench_dict(nbytes: int):
     half = nbytes // 8
     return {"hidden_states": torch.randn(half), "residual": torch.randn(half)}
 
 
-def _n_for(g, seconds_per_msg: float, budget: float, lo: int, hi: int) -> int:
+def n_for(g, seconds_per_msg: float, budget: float, lo: int, hi: int) -> int:
     n = torch.tensor([max(lo, min(hi, int(budget / max(seconds_per_msg, 1e-7))))], dtype=torch.long)
     g.broadcast(n, src=0)
     return int(n.item())
 
 
-def _pingpong(g, d, n: int) -> float:
+def pingpong(g, d, n: int) -> float:
     rtts = []
     for _ in range(n):
         if g.rank_in_group == 0:
@@ -126,7 +126,7 @@ def _phases(ch, d: dict, n: int) -> dict:
     }
 
 
-def _stream(g, d, n: int) -> float:
+def stream(g, d, n: int) -> float:
     """Seconds per message in steady state, measured by the receiver (rank 1)."""
     if g.rank_in_group == 0:
         for _ in range(n + 1):
@@ -145,18 +145,18 @@ def _rank(quick: bool, sizes: tuple = SIZES) -> dict:
               "generic": GroupCoordinator([[0, 1]], group_name="pp", config=CommConfig(shm_ops_built=False))}
     assert groups["shm"].use_cpu_custom_send_recv and not groups["generic"].use_cpu_custom_send_recv
     rounds, budget = (2, 0.05) if quick else (5, 0.12)
-    dicts = {s: _dict(s) for s in sizes}
+    dicts = {s: bench_dict(s) for s in sizes}
     counts: dict = {}
     for path, g in groups.items():                        # warm up and size each measurement once
-        _pingpong(g, dicts[sizes[0]], 5)
+        pingpong(g, dicts[sizes[0]], 5)
         t = time.perf_counter()
-        _pingpong(g, dicts[sizes[0]], 5)
-        counts[("lat", path)] = _n_for(g, (time.perf_counter() - t) / 5, budget, 10, 2000)
+        pingpong(g, dicts[sizes[0]], 5)
+        counts[("lat", path)] = n_for(g, (time.perf_counter() - t) / 5, budget, 10, 2000)
         for s in sizes:
             g.barrier()
             t = time.perf_counter()
-            _stream(g, dicts[s], 2)
-            counts[(s, path)] = _n_for(g, (time.perf_counter() - t) / 3, budget, 4, 5000)
+            stream(g, dicts[s], 2)
+            counts[(s, path)] = n_for(g, (time.perf_counter() - t) / 3, budget, 4, 5000)
     out: dict = {"backend": {k: g.device_communicator.backend for k, g in groups.items()}}
     channel = groups["shm"].device_communicator.dist_module.channel
     for _ in range(rounds):                               # interleaved, so all paths see the same load
@@ -164,14 +164,14 @@ def _rank(quick: bool, sizes: tuple = SIZES) -> dict:
         out.setdefault("latency/floor", []).append(_floor(channel, counts[("lat", "shm")], sizes[0]))
         for path, g in groups.items():
             g.barrier()
-            out.setdefault(f"latency/{path}", []).append(_pingpong(g, dicts[sizes[0]], counts[("lat", path)]))
+            out.setdefault(f"latency/{path}", []).append(pingpong(g, dicts[sizes[0]], counts[("lat", path)]))
             if path == "shm" and g.rank_in_group == 0:
                 for phase, secs in _phases(channel, dicts[sizes[0]], 300 if quick else 1000).items():
                     out.setdefault(f"phase/{phase}", []).append(secs)
         for s in sizes:
             for path, g in groups.items():
                 g.barrier()
-                out.setdefault(f"stream/{path}/{s}", []).append(_stream(g, dicts[s], counts[(s, path)]))
+                out.setdefault(f"stream/{path}/{s}", []).append(stream(g, dicts[s], counts[(s, path)]))
         if groups["shm"].rank_in_group == 0:
             src, dst = torch.randn(sizes[-1] // 4), torch.empty(sizes[-1] // 4)
             dst.copy_(src)
@@ -201,6 +201,7 @@ def measure(quick: bool = False, sizes: tuple = SIZES) -> dict:
 
 def run(quick: bool = False) -> list[Row]:
     m = measure(quick)
+    peer = comm_vllm.measure(quick)                   # the same harness on vLLM's own GroupCoordinator, right after
     lat = {p: v * 1e6 for p, v in m["latency"].items()}
     rows = [Row("comm", "send_tensor_dict 4 KiB latency, shm vs generic (us)", lat["shm"], lat["generic"], "us",
                 lat["generic"] / lat["shm"], ">= 20x", lat["generic"] / lat["shm"] >= 20),
@@ -211,11 +212,12 @@ def run(quick: bool = False) -> list[Row]:
     for s in SIZES:
         ours, base = m["throughput"]["shm"][s] / 1e9, m["throughput"]["generic"][s] / 1e9
         goal = ">= 3x" if s == 1 << 20 else "(info)"
-        rows.append(Row("comm", f"send_tensor_dict {_label(s)} throughput, shm vs generic (GB/s)", ours, base,
+        rows.append(Row("comm", f"send_tensor_dict {size_label(s)} throughput, shm vs generic (GB/s)", ours, base,
                         "GB/s", ours / base, goal, ours / base >= 3 if s == 1 << 20 else True))
     ours, mc = m["throughput"]["shm"][SIZES[-1]] / 1e9, m["memcpy"] / 1e9
     rows.append(Row("comm", "send_tensor_dict 16 MiB shm vs 1-thread memcpy (GB/s)", ours, mc, "GB/s",
                     ours / mc, ">= 0.40x", ours / mc >= 0.4))
+    rows += comm_vllm.rows(m, peer)
     start, end = m["loadavg"]                             # the figures mean little without this
     loaded = f", {len(ACTIVE)} busy loops (--loaded)" if ACTIVE else ""
     rows.append(Row("comm", f"machine load avg (1 min) after vs before, {m['cpus']} cpus{loaded}", end, start,

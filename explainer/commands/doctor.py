@@ -1,6 +1,7 @@
 """``python -m explainer doctor [--json]``: is this machine ready for the notebooks? One ✓/✗ row per check.
 
-Exit 0 only when every check passes; each ✗ row is followed by the command that fixes it.
+Exit 0 only when every required check passes (the vLLM 0.32 environment is optional: shown, never failing);
+each ✗ row is followed by the command that fixes it.
 """
 
 import json
@@ -8,7 +9,8 @@ import sys
 
 from explainer.doctor import run_checks
 
-HELP = "check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint)"
+HELP = ("check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint; "
+        "optional: the vLLM 0.32 environment)")
 
 
 def configure(parser):
@@ -26,7 +28,7 @@ def _marks() -> tuple[str, str]:
 
 def run(args):
     yes, no = _marks()
-    width = len("JupyterLab + widgets")
+    width = len("vLLM 0.32 environment")
 
     def show(r):
         print(f"{yes if r.ok else no} {r.name:{width}s}  {r.detail}", flush=True)
@@ -34,11 +36,13 @@ def run(args):
             print(f"  {'':{width}s}fix: {r.fix}", flush=True)
 
     rows = run_checks(on_row=None if args.json else show)
-    failed = [r for r in rows if not r.ok]
+    failed = [r for r in rows if not r.ok and not r.optional]
+    optional = [r for r in rows if not r.ok and r.optional]
     if args.json:
         print(json.dumps({"ok": not failed, "checks": [r.__dict__ for r in rows]}, indent=2))
         return 1 if failed else 0
     total = sum(r.seconds for r in rows)
-    print(f"{len(rows) - len(failed)} of {len(rows)} checks passed in {total:.1f} s"
-          + ("" if not failed else f"; fix the {len(failed)} row(s) marked {no} and run doctor again"))
+    print(f"{len(rows) - len(failed) - len(optional)} of {len(rows)} checks passed in {total:.1f} s"
+          + ("" if not failed else f"; fix the {len(failed)} row(s) marked {no} and run doctor again")
+          + ("" if not optional else f"; {len(optional)} optional row(s) not met (not needed for the notebooks)"))
     return 1 if failed else 0

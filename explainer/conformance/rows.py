@@ -10,7 +10,7 @@ class Row:
     name: str
     toy: dict
     vllm: dict
-    agree: bool
+    agree: bool | None                  # None: not run here (the reason is in ``vllm``)
     how: str = ""                       # what ran for real on each side, and what was composed
     keys: list[str] = field(default_factory=list)   # the fields compared (the others are shown, not compared)
 
@@ -28,3 +28,8 @@ def compare(name: str, toy: dict, vllm: dict, keys: list[str], how: str) -> Row:
 def failed(name: str, toy: dict, why: str, how: str) -> Row:
     """A row whose vLLM side could not run: it does not agree, and says why."""
     return Row(name, toy, {"error": why}, False, how, [])
+
+
+def skipped(name: str, why: str) -> Row:
+    """A row this machine cannot run (e.g. no namespaces without root): neither agrees nor disagrees."""
+    return Row(name, {}, {"skipped": why}, None, "", [])

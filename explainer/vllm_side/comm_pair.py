@@ -20,7 +20,7 @@ import time
 import uuid
 
 SHM = "/dev/shm"
-CASES = ("post-40150", "pre-40150", "pre-40150-gate-only")
+CASES = ("post-40150", "pre-40150", "pre-40150-gate-only", "bench", "bench-quick")
 
 
 def free_port() -> int:
@@ -29,7 +29,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_pair(idents: str, case: str, timeout: float = 180.0) -> dict:
+def run_pair(idents: str, case: str, timeout: float = 600.0) -> dict:
     """Start both ranks, wait for both (bounded), return their reports and what was left in /dev/shm."""
     same = f"vllm_dist_{uuid.uuid4().hex}"
     ident = [same, same] if idents == "same" else [f"vllm_dist_{uuid.uuid4().hex}" for _ in range(2)]
@@ -75,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.rank is None:
         print(json.dumps(run_pair(a.idents, a.case)), flush=True)
         return 0
-    from explainer.vllm_side.comm_rank import rank_report   # only rank processes load torch and vLLM
-    report = rank_report(a.rank, a.init, a.case)
+    if a.case.startswith("bench"):                          # only rank processes load torch and vLLM
+        from explainer.vllm_side.bench import bench_rank
+        report = bench_rank(a.rank, a.init, quick=a.case == "bench-quick")
+    else:
+        from explainer.vllm_side.comm_rank import rank_report
+        report = rank_report(a.rank, a.init, a.case)
     print(json.dumps(report), flush=True)
     os._exit(0)                                               # vLLM's groups hold threads; the report is out
 

@@ -121,6 +121,7 @@ def rank_report(rank: int, init_method: str, case: str = "post-40150") -> dict:
         out["error"], out["error_phase"] = error_of(exc), phase
     out["log_lines"] = [ln for ln in lines.lines if "SHM" in ln or "communicator" in ln.lower()]
     out["seconds"] = round(time.monotonic() - t0, 3)
-    if rank == 0 and out["error"] is None:
-        time.sleep(0.5)                                       # the receiver finishes reading before rank 0 leaves
+    if rank == 0:
+        time.sleep(1.0)                                       # the peer finishes (reading, or failing) before rank 0
+        #                                                       leaves and its end of the gloo pair goes
     return out
