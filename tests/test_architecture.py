@@ -41,6 +41,12 @@ FUNCTION_LEVEL = {
     ("explainer.commands.generate", "explainer.model.checkpoint"): "as above",
     ("explainer.commands.generate", "explainer.sampler"): "as above",
     ("explainer.commands.train", "explainer.model.train"): "as above (the training script)",
+    ("explainer.commands.conformance", "explainer.conformance"): "as above (the toy's stories)",
+    ("explainer.vllm_side.torchvision_ops", "torch"): "imported by a .pth line at every start of .venv-vllm's "
+                                                       "interpreter: torch loads only when torchvision is imported",
+    ("explainer.vllm_side.comm_pair", "explainer.vllm_side.bench"): "the launcher of the two vLLM ranks stays light; "
+                                                                    "torch and vLLM load in the rank processes",
+    ("explainer.vllm_side.comm_pair", "explainer.vllm_side.comm_rank"): "as above",
     ("explainer.doctor", "torch"): "the doctor reports a missing or broken torch as a row instead of crashing",
     ("explainer.doctor", "torch.distributed"): "as above",
     ("explainer.doctor", "explainer.distributed.launch"): "as above (the launcher imports torch)",

@@ -1,4 +1,5 @@
-"""``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async] [--gate G] [--engine toy|vllm] [--json]``."""
+"""``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async] [--gate G]
+[--engine toy|vllm] [--json]``."""
 
 import json
 

@@ -110,10 +110,10 @@ def locate(quote: Quote, lines: list[str]) -> int | None:
 
 def closest(quote: Quote, lines: list[str]) -> tuple[int, str]:
     """The start line and text of the passage most like ``quote`` (for the difference)."""
-    n = max(1, quote.text.count("\n") + 1)
     want = normalize(quote.text)
+    n = max(quote.text.count("\n") + 1, len(want) // 50 + 1)     # vLLM wraps its lines near 80 characters
     best = max(range(max(1, len(lines) - n + 1)), key=lambda i: difflib.SequenceMatcher(
-        None, want, normalize("\n".join(lines[i:i + n]))).quick_ratio())
+        None, want, normalize("\n".join(lines[i:i + n])), autojunk=False).ratio())
     return best + 1, normalize("\n".join(lines[best:best + n]))
 
 

@@ -5,7 +5,8 @@
 
 ``SCENARIOS`` names each story once, with its one-line summary and where it runs; the story itself is the
 function of the same name (``-`` spelled ``_``) in ``pp.py`` (the PP stories), ``comm.py`` (the communicator
-ones, which have no PP schedule and ignore it) or ``comm_shared.py`` (the shared-ident story, toy or real vLLM). Each takes ``backend`` (and, for the PP stories,
+ones, which have no PP schedule and ignore it) or ``comm_shared.py`` (the shared-ident story, toy or real vLLM).
+Each takes ``backend`` (and, for the PP stories,
 ``pp_schedule`` and ``gate``) and returns a ``ScenarioResult``. This module stays light (no torch): the command
 line lists the scenarios without loading a model, and ``story_function`` imports the stories when one runs.
 """

@@ -9,7 +9,8 @@ group is ``get_pp_group()``. The ident is ``VLLM_DIST_IDENT`` from this process'
 ``case``: ``post-40150`` leaves vLLM's own gate; ``pre-40150-gate-only`` sets ``use_cpu_custom_send_recv`` to the
 gate expression before PR #40150 (``current_platform.is_cpu() and hasattr(torch.ops._C, "init_shm_manager")``) on
 the real ``GroupCoordinator`` (0.32.0's communicator then refuses in its own guard); ``pre-40150`` also gives the
-communicator its tensor-dict methods without that guard, as they were before the PR (composed: two one-liners). Rank 0 sends ``{hidden_states, residual}`` with ``send_tensor_dict``, rank 1
+communicator its tensor-dict methods without that guard, as they were before the PR (composed: two one-liners).
+Rank 0 sends ``{hidden_states, residual}`` with ``send_tensor_dict``, rank 1
 receives it. Everything raised is reported (type, message, where), never swallowed.
 """
 

@@ -17,6 +17,12 @@ import traceback
 
 import psutil
 import torch
+import vllm
+from vllm import ModelRegistry
+from vllm.model_executor.models.diffusion_gemma import DiffusionGemmaForConditionalGeneration as Cls
+from vllm.model_executor.models.interfaces import SupportsPP, supports_pp
+
+from explainer.model.hf_tiny import tiny_hf_model
 
 LLM_KWARGS = dict(skip_tokenizer_init=True, pipeline_parallel_size=2, enforce_eager=True, max_model_len=256,
                   dtype="float32")
@@ -24,7 +30,6 @@ LLM_KWARGS = dict(skip_tokenizer_init=True, pipeline_parallel_size=2, enforce_ea
 
 def write_tiny_checkpoint(model_dir: str) -> str:
     """A tiny random DiffusionGemma (the toy's transformers test config) saved with this venv's transformers."""
-    from explainer.model.hf_tiny import tiny_hf_model
     tiny_hf_model(seed=0).save_pretrained(model_dir)
     return model_dir
 
@@ -39,18 +44,12 @@ def where_in_vllm(exc: BaseException) -> list[str]:
 
 
 def supports_pp_report() -> dict:
-    from vllm.model_executor.models.diffusion_gemma import DiffusionGemmaForConditionalGeneration as Cls
-    from vllm.model_executor.models.interfaces import supports_pp
     return {"class": Cls.__name__, "supports_pp": bool(supports_pp(Cls)),
             "bases": [b.__name__ for b in Cls.__bases__]}
 
 
 def register_pre_fix_model(model_dir: str) -> str:
     """The real class with ``SupportsPP`` declared again, registered under the checkpoint's architecture name."""
-    from vllm import ModelRegistry
-    from vllm.model_executor.models.diffusion_gemma import DiffusionGemmaForConditionalGeneration as Cls
-    from vllm.model_executor.models.interfaces import SupportsPP
-
     class PreFixDiffusionGemma(Cls, SupportsPP):
         """DiffusionGemma as it was before vLLM PR #45828: it declares ``SupportsPP``."""
 
@@ -62,7 +61,6 @@ def register_pre_fix_model(model_dir: str) -> str:
 
 def llm_report(model_dir: str, pre_fix: bool = False) -> dict:
     """The real ``LLM(...)`` at PP=2: exception, message, where, seconds, live child processes when it raised."""
-    import vllm
     me = psutil.Process()
     out = {"kwargs": LLM_KWARGS, "pre_fix_model": pre_fix, "error": None}
     if pre_fix:

@@ -53,7 +53,8 @@ def main(workdir: str) -> None:
         facts = {"rank": rank, "hostname": socket.gethostname(), "ident": os.environ["VLLM_DIST_IDENT"],
                  "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"), "master_addr": os.environ.get("MASTER_ADDR"),
                  "dev_shm": sorted(os.listdir("/dev/shm")), "tcp": tcp_sockets_of_this_process(),
-                 "pp_group": report.get("choice") or {}, "shm_group_name": shm_group_name(), "log_lines": report.get("log_lines", []), "pid": os.getpid()}
+                 "pp_group": report.get("choice") or {}, "shm_group_name": shm_group_name(),
+                 "log_lines": report.get("log_lines", []), "pid": os.getpid()}
         report["dev_shm_left_by_vllm"] = sorted(set(os.listdir("/dev/shm")) - before)
         for name in report["dev_shm_left_by_vllm"]:
             os.unlink(os.path.join("/dev/shm", name))

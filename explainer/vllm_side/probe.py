@@ -16,12 +16,14 @@ import sys
 import tempfile
 import time
 
+import vllm
+
+from explainer.vllm_side import gate, sampler
+
 WHATS = ("supports-pp", "llm-pp2", "llm-pp2-pre-fix", "sampler")
 
 
 def run(whats: list[str]) -> dict:
-    from explainer.vllm_side import gate, sampler
-    import vllm
     out: dict = {"vllm_version": vllm.__version__}
     tmp = tempfile.mkdtemp(prefix="explainer-vllm-")
     try:

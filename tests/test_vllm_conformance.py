@@ -1,0 +1,176 @@
+"""The toy against the real vLLM 0.32.0 (``.venv-vllm``, built by ``make vllm``; ``make test`` builds it).
+
+One ``python -m explainer conformance --json`` run (real vLLM processes and, as root, the two hosts) feeds most
+tests: every row agrees, and the rows hold what vLLM itself raised and logged. Without the vLLM environment those
+tests skip (saying why) and the commands are shown to stop in one line. The drift detector is shown to fail on a
+copy of vLLM's files with one quoted text changed. Nothing may be left behind: namespaces, work folders, segments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explainer import vllm_env
+from explainer.bench import comm_vllm
+from explainer.conformance import drift
+from explainer.distributed.host_namespaces import unavailable_reason
+
+NEEDS_VLLM = pytest.mark.skipif(vllm_env.missing_reason() is not None, reason=str(vllm_env.missing_reason()))
+PP_MESSAGE = ("Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` "
+              "interface.")
+FALLBACK = ("CPU SHM communicator disabled for group pp:0: ranks do not share the same SHM group name, falling back "
+            "to torch.distributed.")
+
+
+def cli(*args, env=None, timeout=900):
+    return subprocess.run([sys.executable, "-m", "explainer", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def leftovers() -> dict:
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout if shutil.which("ip") else ""
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    return {"netns": sorted(ln.split()[0] for ln in netns.splitlines() if ln.startswith("explainer-")),
+            "workdirs": sorted(p.name for p in tmp.glob("explainer-hosts-*")),
+            "vllm_tmp": sorted(p.name for p in tmp.glob("explainer-vllm-*")),
+            "segments": sorted(p for p in os.listdir("/dev/shm") if "cpushm" in p)}
+
+
+@pytest.fixture(scope="module")
+def conformance():
+    before = leftovers()
+    proc = cli("conformance", "--json")
+    return proc, json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None, before, leftovers()
+
+
+def row(data, name):
+    return next(r for r in data["rows"] if r["name"] == name)
+
+
+@NEEDS_VLLM
+@pytest.mark.slow
+def test_every_row_agrees_and_the_command_exits_0(conformance):
+    proc, data, _, _ = conformance
+    assert data is not None, proc.stderr[-2000:]
+    assert data["vllm_version"] == "0.32.0"
+    assert {"name", "toy", "vllm", "agree"} <= set(data["rows"][0])
+    differ = [r["name"] for r in data["rows"] if r["agree"] is False]
+    assert differ == [] and proc.returncode == 0, json.dumps([r for r in data["rows"] if r["agree"] is False])[:3000]
+    assert len([r for r in data["rows"] if r["name"].startswith("source: ")]) >= 10
+
+
+@NEEDS_VLLM
+@pytest.mark.slow
+def test_the_real_llm_rejects_pp2_with_the_toys_message_and_no_worker(conformance):
+    data = conformance[1]
+    assert row(data, "PP gate: supports_pp(DiffusionGemmaForConditionalGeneration)")["vllm"]["supports_pp"] is False
+    real = row(data, "PP gate: LLM(pipeline_parallel_size=2)")["vllm"]
+    assert (real["exception"], real["message"], real["worker_processes"]) == ("NotImplementedError", PP_MESSAGE, 0)
+    assert real["raised_in"].startswith("vllm/config/model.py:")
+    pre = row(data, "PP gate: the pre-#45828 model (SupportsPP declared again)")["vllm"]
+    assert pre["passes_pp_gate"] is True and "Model Runner V1 does not support: diffusion models" in pre["next"]
+
+
+@NEEDS_VLLM
+@pytest.mark.slow
+def test_the_real_communicator_chooses_and_falls_back_as_the_toy(conformance):
+    data = conformance[1]
+    one = row(data, "communicator: one node (one ident)")["vllm"]
+    assert one["backend"] == ["_CPUSHMDistributed"] * 2 and one["use_cpu_custom_send_recv"] == [True, True]
+    two = row(data, "communicator: two nodes (two idents)")["vllm"]
+    assert two["backend"] == ["torch.distributed"] * 2 and two["log_lines"] == [FALLBACK] and two["delivered"]
+    old = row(data, "communicator: the pre-#40150 gate on two idents")["vllm"]
+    assert old["errors"] == ["AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'",
+                             "AttributeError: module 'torch.distributed' has no attribute 'recv_tensor_dict'"]
+
+
+@NEEDS_VLLM
+@pytest.mark.slow
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_one_ident_on_two_hosts_fails_on_both_engines_and_nothing_is_left(conformance):
+    _, data, before, after = conformance
+    shared = row(data, "communicator: two hosts sharing one ident")
+    for side in ("toy", "vllm"):
+        assert shared[side]["names_agree"] is True and shared[side]["outcome"] == "runtime-error"
+        assert shared[side]["errors"] == ["RuntimeError: open shm in SHMManager failed. errno: 2"] * 2
+    assert row(data, "communicator: two hosts (own idents)")["agree"] is True
+    assert after == before
+
+
+def test_conformance_without_the_vllm_env_is_one_line_exit_2(tmp_path):
+    proc = cli("conformance", env={"EXPLAINER_VLLM_VENV": str(tmp_path / "none")}, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "make vllm" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--backend", "hosts", "--engine", "vllm"], "make vllm"),
+    (["--backend", "hosts", "--engine", "jax"], "unknown engine"),
+    ([], "--backend hosts"),
+])
+def test_shared_ident_scenario_bad_input_is_one_line_exit_2(tmp_path, args, needle):
+    proc = cli("scenario", "comm-shared-ident-two-hosts", *args, env={"EXPLAINER_VLLM_VENV": str(tmp_path / "none")},
+               timeout=120)
+    if needle == "--backend hosts" or unavailable_reason() is None or "engine" in " ".join(args):
+        assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
+            proc.stderr
+
+
+def test_engine_is_refused_on_a_scenario_that_runs_the_toy_only():
+    proc = cli("scenario", "comm-same-node", "--engine", "vllm", timeout=120)
+    assert proc.returncode == 2 and "--engine applies to comm-shared-ident-two-hosts" in proc.stderr
+
+
+@NEEDS_VLLM
+def test_the_drift_detector_names_the_file_and_the_difference(tmp_path):
+    real = drift.vllm_root()
+    fake = tmp_path / "lib" / "python3.11" / "site-packages" / "vllm"
+    for q in drift.quotes():
+        (fake / q.file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(real / q.file, fake / q.file)
+    log = fake / "distributed/device_communicators/cpu_communicator.py"
+    log.write_text(log.read_text().replace("the same SHM group name", "a different SHM group name"))
+    (tmp_path / ".explainer-vllm-0").touch()
+    os.environ["EXPLAINER_VLLM_VENV"] = str(tmp_path)
+    try:
+        rows = {r.name: r for r in drift.rows()}
+    finally:
+        del os.environ["EXPLAINER_VLLM_VENV"]
+    bad = rows["source: the communicator's fallback log line"]
+    assert bad.agree is False and bad.vllm["file"] == "vllm/distributed/device_communicators/cpu_communicator.py"
+    assert "a different SHM group name" in bad.vllm["closest"] and bad.vllm["difference"]
+    assert all(r.agree for n, r in rows.items() if n != bad.name)
+
+
+def test_normalize_ignores_layout_only():
+    src = 'x = (\n    a\n    and getattr(b, "c", False)\n)\nmsg = ("one "\n       "two")'
+    assert drift.normalize(src) == 'x = (a and getattr(b, "c", False)) msg = ("one two")'
+    assert drift.normalize("f(a,\n  b)") != drift.normalize("f(a, c)")
+
+
+@NEEDS_VLLM
+@pytest.mark.slow
+def test_vllms_channel_under_the_bench_harness_gives_named_rows():
+    peer = comm_vllm.measure(quick=True)
+    assert isinstance(peer, dict), peer
+    toy = {"latency": {"shm": 1e-5, "generic": 1e-3},
+           "throughput": {p: {s: 1e9 for s in comm_vllm.SIZES} for p in ("shm", "generic")}}
+    rows = comm_vllm.rows(toy, peer)
+    assert len(rows) == 10 and all("vLLM" in r.name for r in rows)
+    assert {"4 KiB", "64 KiB", "1 MiB", "16 MiB"} <= {lbl for r in rows for lbl in ("4 KiB", "64 KiB", "1 MiB", "16 MiB")
+                                                       if lbl in r.name}
+    assert all(r.ratio > 0 and r.baseline > 0 for r in rows)
+
+
+def test_doctor_shows_the_missing_vllm_env_as_optional(tmp_path):
+    proc = cli("doctor", env={"EXPLAINER_VLLM_VENV": str(tmp_path / "none"), "PYTHONIOENCODING": "utf-8"}, timeout=180)
+    line = next(ln for ln in proc.stdout.splitlines() if "vLLM 0.32 environment" in ln)
+    assert line.startswith("✗") and "make vllm" in line and proc.returncode == 0, proc.stdout
