@@ -15,7 +15,7 @@ from explainer.model.registry import DEFAULT_MODEL, ModelRegistry
 from explainer.scenario import registry
 
 PP_MESSAGE_START = "Pipeline parallelism is not supported for this model"
-WHATS = ("supports-pp", "llm-pp2", "llm-pp2-pre-fix")
+WHATS = ("supports-pp", "llm-pp2", "llm-pp2-pre-fix", "sampler")
 
 
 def vllm_probe() -> dict:
@@ -74,4 +74,19 @@ def rows(probe: dict | None = None, toy: dict | None = None) -> list[Row]:
                     ["supports_pp"], how_pp),
             compare(names[1], toy_llm, llm_values(probe["llm-pp2"]), ["exception", "message", "worker_processes"],
                     how_llm),
-            compare(names[2], toy_pre, vllm_pre, ["passes_pp_gate"], how_pre)]
+            compare(names[2], toy_pre, vllm_pre, ["passes_pp_gate"], how_pre),
+            sampler_row(toy["pre_fix"], probe["sampler"])]
+
+
+def sampler_row(pre_fix: dict, real: dict) -> Row:
+    """The pre-#45828 warmup crash: int32 sampled ids meeting the int64 assert of ``PPHandler.broadcast``."""
+    how = ("vLLM: the real DiffusionSampler's _sampled buffer (int32) handed to the real PPHandler.broadcast, the "
+           "runner's surroundings composed (stand-ins; Model Runner V2 cannot be built on a CPU); toy: scenario "
+           "pp2-pre-fix's warmup")
+    err = pre_fix.get("error") or {}
+    toy = {"sampled_dtype": "int32", "exception": err.get("type"), "assert": err.get("message")}
+    verr = real.get("error") or {}
+    vllm = {"sampled_dtype": real.get("sampled_dtype"), "exception": verr.get("type"), "assert": verr.get("line"),
+            "message": verr.get("message"), "where": verr.get("where")}
+    return compare("PP gate: the pre-#45828 warmup (DiffusionSampler meets PPHandler.broadcast)", toy, vllm,
+                   ["sampled_dtype", "exception", "assert"], how)
