@@ -192,3 +192,17 @@ def test_without_the_vllm_env_the_recorded_run_is_shown_and_says_how_to_run_it(t
     lines = live.real_vllm("llm-pp2")
     assert lines[0].startswith("vLLM 0.32.0 (CPU), recorded on ") and "make vllm" in lines[0]
     assert lines[1] == f"  NotImplementedError: {PP_MESSAGE}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_shared_ident_scenario_json_on_the_toy_and_nothing_left_behind():
+    before = leftovers()
+    proc = cli("scenario", "comm-shared-ident-two-hosts", "--backend", "hosts", "--json", timeout=300)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and data["scenario"] == "comm-shared-ident-two-hosts" and data["backend"] == "hosts"
+    assert data["outcome"] == "runtime-error" and data["error"]["type"] == "RuntimeError"
+    assert data["details"]["engine"] == "toy" and data["details"]["names_agree"] is True
+    hosts = {h["host"]: h["dev_shm"] for h in data["details"]["hosts"]["hosts"]}
+    assert hosts == {"host0": ["host0-marker"], "host1": ["host1-marker"]}     # neither sees the other's /dev/shm
+    assert "#46716" in data["details"]["proposal"] and leftovers() == before
