@@ -1,0 +1,51 @@
+"""The notebooks' teaching prose reads at a glance: per notebook, the median sentence is at most 16 words,
+at most 10 % of sentences run over 25 words, and none over 40 (tests/prose.py says what is counted)."""
+
+from __future__ import annotations
+
+import pytest
+from prose import GOAL_LONG, GOAL_MAX, NOTEBOOKS, figures, sentences, teaching_text, words
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_prose_meets_the_goal(path):
+    got = figures(path)
+    assert got.meets_goal(), f"{got.line()}; longest: {got.longest_text!r}"
+
+
+def test_the_counter_splits_sentences_and_skips_what_is_not_prose():
+    cell = """# A heading is not a sentence
+
+One short sentence. Another one, e.g. with an abbreviation, that ends here!
+* a bullet without a full stop
+* a [linked](../docs/glossary.md#term-canvas) bullet
+
+| a | table |
+|---|---|
+| is | skipped |
+
+```python
+code = "is skipped. Too."
+```
+
+<details><summary>Answer</summary>
+
+A folded answer is skipped.
+
+</details>"""
+    found = [s for block in teaching_text(cell) for s in sentences(block)]
+    assert found == ["One short sentence.", "Another one, e.g. with an abbreviation, that ends here!",
+                     "a bullet without a full stop", "a linked bullet"]
+    assert [words(s) for s in found] == [3, 9, 6, 3]
+
+
+def test_a_long_sentence_fails_the_goal(tmp_path):
+    import json
+    long = " ".join(["word"] * (GOAL_MAX + 1)) + "."
+    short = "Short and sweet here."
+    nb = {"cells": [{"cell_type": "markdown", "source": [short, " ", long]}]}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(nb))
+    got = figures(path)
+    assert got.longest == GOAL_MAX + 1 and got.long_share == 0.5 > 0 and GOAL_LONG < got.longest
+    assert not got.meets_goal()
