@@ -49,3 +49,26 @@ def test_a_long_sentence_fails_the_goal(tmp_path):
     got = figures(path)
     assert got.longest == GOAL_MAX + 1 and got.long_share == 0.5 > 0 and GOAL_LONG < got.longest
     assert not got.meets_goal()
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def test_the_accept_rule_has_one_wording_everywhere():
+    """Notebook 1, its stepper caption, the exercise and the glossary say the accept rule in the same words."""
+    import torch
+    from explainer.render.rules import accept_rule_html
+    from explainer.vocab import ACCEPT_RULE
+    from prose import REPO
+
+    rule = _flat(ACCEPT_RULE)
+    places = {
+        "notebook 1": REPO / "notebooks" / "01_canvas_sampler.ipynb",
+        "the exercise": REPO / "notebooks" / "workshop" / "exercises.ipynb",
+        "the glossary": REPO / "docs" / "glossary.md",
+    }
+    for name, path in places.items():
+        assert rule in _flat(path.read_text(encoding="utf-8")), name
+    caption = accept_rule_html(torch.tensor([0.0, 0.4, 0.05]), torch.tensor([True, False, True]), 0.1, "f")
+    assert rule in _flat(caption)
