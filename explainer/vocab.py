@@ -31,3 +31,7 @@ FIRST_RANK_ONLY_FIELDS = ("self_conditioning_embeds",)   # read by prepare_input
 # A rank's view of a request in the trace (``ModelRunner.view``), in the order the renderers show it.
 VIEW_FIELDS = ("canvas", "draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "step",
                "num_computed_tokens")
+
+# ---- the sampler's accept rule, in the one wording the notebooks, the stepper, the exercise and the glossary use
+ACCEPT_RULE = ("Sort the positions by entropy, lowest first; a position is accepted when the entropies sorted "
+               "before it sum to at most the bound.")

@@ -20,6 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from explainer.vocab import ACCEPT_RULE
+
 __all__ = ["ACCEPT", "RENOISE", "YES", "NO", "accept_rule_html", "stop_rule_html", "accept_sums"]
 
 ACCEPT, RENOISE, YES, NO = "✓", "↻", "✓", "✗"
@@ -60,9 +62,8 @@ def accept_rule_html(entropy: torch.Tensor, accepted: torch.Tensor, bound: float
         p, h, b = first_out
         why = (f" The first position left out is pos {p} (h {h:.{d}f}): the entropies sorted before it already sum "
                f"to {b:.{d}f} &gt; {bound:g}, so it and every higher one are renoised.")
-    return (f'<div class="xp-rule" id="{fid}-accept"><b>accept rule</b> (entropy bound {bound:g}): sort the positions '
-            "by entropy; accept a position while the entropies sorted <i>before</i> it sum to ≤ the bound "
-            f"(Σ = cumulative sum minus its own h). {n_acc} of {len(rows)} accepted.{why}"
+    return (f'<div class="xp-rule" id="{fid}-accept"><b>accept rule</b> (entropy bound {bound:g}): {ACCEPT_RULE} '
+            f"Σ = that sum. {n_acc} of {len(rows)} accepted.{why}"
             f'<table class="xp-sorted"><tr>{"".join(cells)}</tr></table></div>')
 
 

@@ -106,7 +106,7 @@ def accept_picture(report) -> str:
     rows = [f"<tr><th>position</th>{cells(lambda j: j)}</tr>",
             f"<tr><th>entropy</th>{cells(lambda j: f'{float(h[row, j]):.4g}')}</tr>",
             f"<tr><th>place in ascending order</th>{cells(lambda j: int(place[j]))}</tr>",
-            f"<tr><th>sum of the entropies before it</th>{cells(lambda j: f'{float(before[j]):.4g}')}</tr>",
+            f"<tr><th>sum of the entropies sorted before it</th>{cells(lambda j: f'{float(before[j]):.4g}')}</tr>",
             f"<tr><th>expected (sum before ≤ bound)</th>{cells(lambda j: yes(exp[j]), differs)}</tr>"]
     if got is not None:
         rows.append(f"<tr><th>your function</th>{cells(lambda j: yes(got[j]) + (' ≠' if differs(j) else ''), differs)}</tr>")
