@@ -84,6 +84,8 @@ def test_the_site_renders_the_stored_outputs_of_a_temp_copy(tmp_path):
     (repo / "notebooks" / "workshop").mkdir(parents=True)
     for nb in REPO.glob("notebooks/*.ipynb"):
         shutil.copy(nb, repo / "notebooks" / nb.name)
+    for nb in REPO.glob("notebooks/workshop/*.ipynb"):          # the workshop route links the exercises
+        shutil.copy(nb, repo / "notebooks" / "workshop" / nb.name)
     # the pages other parts of the repo may add
     (repo / "docs" / "instructor-guide.md").write_text("# Instructor guide\n\nSENTINEL-GUIDE\n")
     (repo / "SOURCES.md").write_text("# Sources\n\nSENTINEL-SOURCES\n")

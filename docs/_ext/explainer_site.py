@@ -5,6 +5,8 @@
   breaks the build and a present one is never orphaned.
 - API completeness: any `explainer` name a notebook uses that `docs/api.md` does not document yet is
   appended to that page (autodoc), so the reference never misses what the notebooks call.
+- Glossary links: a notebook links a term as `[text](../docs/glossary.md#term-ID)`, which JupyterLab opens
+  as a file; on the site the link becomes the `{term}` role, so Sphinx checks that the term exists.
 - Pictures: every SVG rendered from a notebook output gets an `alt` made from the diagram's own words
   (label, groups, number of boxes, the path taken), read from the SVG file itself, and its own scroll
   box: it shrinks with the column down to 75 % of its size, then scrolls. Plots get their section's title.
@@ -22,6 +24,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from docutils import nodes
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 MARKER = "% optional-pages"
@@ -45,6 +50,32 @@ def _fill_optional_pages(app, docname, source):
         source[0] = source[0].replace(MARKER, "\n".join(app.env_optional))
     if SOURCES_MARKER in source[0]:
         source[0] = source[0].replace(SOURCES_MARKER, app.env_sources)
+
+
+GLOSSARY_LINK = re.compile(r"\[([^\]\[\n\"]+)\]\((?:\.\./)+docs/glossary\.md#term-([^)\s]+)\)")
+
+
+def glossary_terms(root: Path) -> dict[str, str]:
+    """Sphinx's anchor id of every glossary term (`term-` + the term, spaces as dashes) -> the term."""
+    text = (root / "docs" / "glossary.md").read_text(encoding="utf-8")
+    block = text.split("```{glossary}", 1)[1].split("```", 1)[0]
+    terms = [line.strip() for line in block.splitlines() if line.strip() and not line[:1].isspace()]
+    return {t.replace(" ", "-"): t for t in terms}
+
+
+def _glossary_links(app, docname, source):
+    if not docname.startswith("notebooks/"):
+        return
+    terms = glossary_terms(Path(app.srcdir))
+
+    def role(m):
+        text, anchor = m.group(1).replace("`", ""), m.group(2)
+        if anchor not in terms:
+            logger.warning(f"{docname}: glossary link to unknown term #term-{anchor}")
+            return m.group(0)
+        return f"{{term}}`{text} <{terms[anchor]}>`"
+
+    source[0] = GLOSSARY_LINK.sub(role, source[0])
 
 
 def _is_module(name: str) -> bool:
@@ -209,6 +240,7 @@ def setup(app):
     app.add_config_value("api_page", "docs/api", "env")
     app.connect("source-read", _fill_optional_pages)
     app.connect("source-read", _complete_api)
+    app.connect("source-read", _glossary_links)
     app.connect("doctree-read", lambda app, doctree: _pictures(app, doctree, app.env.docname))
     app.connect("build-finished", _diagram_min_width)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
