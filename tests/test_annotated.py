@@ -9,7 +9,8 @@ from explainer.model.registry import PreFixDiffusionGemmaForConditionalGeneratio
 
 
 def _changes(html: str, kind: str) -> list[str]:
-    return re.findall(rf'data-change="{kind}">[−+] ([^<]*)</span>', html)
+    # each changed line starts with its own − / + marker (readable without telling the backgrounds apart)
+    return re.findall(rf'data-change="{kind}"><span class="xp-mark">[−+]</span>([^<]*)</span>', html)
 
 
 def test_45828_shows_the_removed_interface_and_buffer_line_beside_the_toy():

@@ -35,13 +35,16 @@ def test_sampler_knobs_rerun_a_real_generation(model):
 def test_pp_knobs_show_divergence_text_and_accuracy():
     k = PPKnobs(mode="state-sync", held_out=2)
     s = _text(k.status)
-    assert re.search(r"ran at \d\d:\d\d:\d\d, took \d+ ms", s) and "outcome ok" in s
+    assert re.search(r"ran at \d\d:\d\d:\d\d, took \d+ ms", s) and "outcome ✓ ok" in s
     assert k.last["first_divergence"] is None and "✓ same" in s and k.last["exact_match"] == 1.0
     k.mode.value = "generic-int64"
     k.button.click()
     d = k.last["first_divergence"]
     assert (d["step"], d["rank"], sorted(d["fields"])) == (2, 0, ["draft_tokens", "is_encoder_phase"])
     assert "≠ differs" in _text(k.status) and k.stepper.bookmarks["≠ first divergence"] >= 0
+    # the run completed, but the text diverged: the panel says so, never "ok" beside "≠ differs"
+    assert k.last["shown_outcome"] == "diverged" and "outcome ✗ diverged" in _text(k.status)
+    assert "outcome ✓ ok" not in _text(k.status)
     k.mode.value = "generic"
     k.button.click()
     assert k.last["outcome"] == "warmup-crash" and "✗ AssertionError" in _text(k.status)
@@ -57,3 +60,19 @@ def test_pp_knobs_sync_exactly_the_ticked_fields():
     d = k.last["first_divergence"]
     assert d is not None and d["rank"] == 0 and "self_conditioning_embeds" in d["fields"]
     assert "syncing draft_tokens, is_encoder_phase," in _text(k.status)
+
+
+def test_pp_knobs_show_the_state_checkboxes_only_where_they_apply():
+    """generic / generic-int64 send no state, and PP=1 has no other rank: the checkboxes are off and hidden there,
+    never shown ticked for a mode that sends none of them."""
+    from explainer.widgets.stepper import KERNEL_CLASS
+    k = PPKnobs(mode="state-sync", held_out=1)
+    assert all(not box.disabled for box in k.fields.values()) and k.ticks.layout.display is None
+    for pp, mode in ((2, "generic-int64"), (2, "generic"), (1, "state-sync")):
+        k.pp.value, k.mode.value = pp, mode
+        assert all(box.disabled for box in k.fields.values()) and k.ticks.layout.display == "none", (pp, mode)
+    k.pp.value, k.mode.value = 2, "state-sync"
+    assert all(not box.disabled for box in k.fields.values()) and k.ticks.layout.display is None
+    # the controls that start a run are marked for the static site, which greys them out with the reason
+    assert KERNEL_CLASS in k.widget.children[0]._dom_classes
+    assert "Disabled on this page" in k.widget.children[1].value and "needs a running kernel" in k.widget.children[1].value

@@ -139,7 +139,10 @@ CSS = """<style>
 .xp-ann .xp-col{flex:1 1 400px;min-width:0}
 .xp-ann pre{font:11.5px/1.35 ui-monospace,monospace;background:#f7f7f7;border:1px solid #ddd;padding:6px;
  margin:3px 0;white-space:pre-wrap;overflow-wrap:anywhere}
-.xp-ann .xp-del{background:#fbe3d2;display:block}.xp-ann .xp-add{background:#d3efe5;display:block}
+.xp-ann .xp-del{background:#fbe3d2;display:block;border-left:4px solid #d55e00}
+.xp-ann .xp-add{background:#dbeaf7;display:block;border-left:4px double #0072b2}
+.xp-ann .xp-mark{font-weight:800;display:inline-block;width:1.4em;text-align:center}
+.xp-ann .xp-del .xp-mark{color:#a33f00}.xp-ann .xp-add .xp-mark{color:#005a8c}
 .xp-ann .xp-src{font-size:12px;color:#555}
 </style>"""
 
@@ -149,9 +152,9 @@ def _diff_html(diff: str) -> str:
     for line in diff.splitlines():
         mark, body = line[:1], line[1:]
         if mark == "-":
-            out.append(f'<span class="xp-del" data-change="removed">− {escape(body)}</span>')
+            out.append(f'<span class="xp-del" data-change="removed"><span class="xp-mark">−</span>{escape(body)}</span>')
         elif mark == "+":
-            out.append(f'<span class="xp-add" data-change="added">+ {escape(body)}</span>')
+            out.append(f'<span class="xp-add" data-change="added"><span class="xp-mark">+</span>{escape(body)}</span>')
         else:
             out.append(f"  {escape(body)}\n")
     return "<pre>" + "".join(out) + "</pre>"

@@ -105,7 +105,7 @@ def timeline_svg(tl: PipelineTimeline, *, width: int | None = None, title: str |
         f"bubbles {len(tl.bubbles)} = {tl.bubble_fraction:.1%}")
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
            f'viewBox="0 0 {total_w} {height}" role="img" aria-label="{escape(head)}" '
-           f'style="font:11px system-ui,sans-serif">',
+           f'style="font:11px system-ui,sans-serif;max-width:100%;height:auto">',
            '<defs><pattern id="xp-hatch" width="5" height="5" patternUnits="userSpaceOnUse" '
            'patternTransform="rotate(45)"><rect width="5" height="5" fill="#eeeeee"/>'
            '<line x1="0" y1="0" x2="0" y2="5" stroke="#bdbdbd" stroke-width="2"/></pattern></defs>',

@@ -25,7 +25,7 @@ from explainer.errors import UsageError
 from explainer.render import comm as R
 from explainer.scenario.comm import exchange_rank
 from explainer.vocab import COMM_GATES as GATES
-from explainer.widgets.stepper import KERNEL_NOTE
+from explainer.widgets.stepper import KERNEL_CLASS, kernel_note
 
 
 ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings
@@ -92,9 +92,10 @@ class CommLab:
         self.html = W.HTML()
         self.runs = 0
         self.button.on_click(self._on_click)
-        note = W.HTML(f'<div style="font:12px system-ui,sans-serif;color:#555">▶ Run {escape(KERNEL_NOTE)}.</div>')
-        self.widget = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
-                              W.HBox([self.gate, self.button]), note, self.status, self.html])
+        controls = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
+                           W.HBox([self.gate, self.button])])
+        controls.add_class(KERNEL_CLASS)
+        self.widget = W.VBox([controls, kernel_note(), self.status, self.html])
         self.run()
 
     def settings(self) -> dict:

@@ -32,7 +32,7 @@ from explainer.scenario.pp import run_demo
 from explainer.vocab import PP_MODES_BY_STORY, REQUEST_STATE_FIELDS, STATE_SYNC_FIELDS
 from explainer.widgets.pp import rank_stepper
 from explainer.widgets.sampler import canvas_stepper
-from explainer.widgets.stepper import KERNEL_NOTE
+from explainer.widgets.stepper import KERNEL_CLASS, kernel_note
 
 __all__ = ["SamplerKnobs", "PPKnobs", "run_sampler", "run_pp"]
 
@@ -42,8 +42,17 @@ def _stamp(ms: float) -> str:
     return f'<span class="xp-ran">ran at {time.strftime("%H:%M:%S")}, took {ms:.0f} ms</span>'
 
 
-def _note() -> W.HTML:
-    return W.HTML(f'<div style="font:12px system-ui,sans-serif;color:#555">▶ Run {escape(KERNEL_NOTE)}.</div>')
+def _controls(*children) -> W.VBox:
+    """The controls that start a run: greyed out and unclickable on the static site (``KERNEL_CLASS``)."""
+    box = W.VBox(list(children))
+    box.add_class(KERNEL_CLASS)
+    return box
+
+
+def shown_outcome(outcome: str, same_text: bool, divergence) -> str:
+    """What the panel calls the run: a run that completed but read stale state or changed the text diverged
+    (the scenarios' own word, contract 3), never "ok" beside a text that differs."""
+    return "diverged" if outcome == "ok" and (not same_text or divergence is not None) else outcome
 
 
 # ---- notebook 1 --------------------------------------------------------------------------------------
@@ -89,8 +98,8 @@ class SamplerKnobs(_Knob):
         self.status = W.HTML()
         self.box = W.VBox()
         self.button.on_click(lambda _b: self._click())
-        self.widget = W.VBox([W.HBox([self.number, self.bound, self.seed, self.button]), _note(), self.status,
-                              self.box])
+        self.widget = W.VBox([_controls(W.HBox([self.number, self.bound, self.seed, self.button])), kernel_note(),
+                              self.status, self.box])
         self.run()
 
     def run(self):
@@ -155,10 +164,21 @@ class PPKnobs(_Knob):
         fields = W.HTML('<div style="font:12px system-ui,sans-serif;color:#555">state fields the last rank sends: '
                         "generic / generic-int64: none (sampled ids only); state-sync: the ticked ones "
                         f"(#52015's choice: {escape(', '.join(STATE_SYNC_FIELDS))})</div>")
-        ticks = W.Box(list(self.fields.values()), layout=W.Layout(flex_flow="row wrap", width="100%"))
-        self.widget = W.VBox([self.pp, self.mode, W.HBox([self.number, self.button]), fields, ticks, _note(),
-                              self.status, self.box])
+        self.ticks = W.Box(list(self.fields.values()), layout=W.Layout(flex_flow="row wrap", width="100%"))
+        self.widget = W.VBox([_controls(self.pp, self.mode, W.HBox([self.number, self.button]), fields, self.ticks),
+                              kernel_note(), self.status, self.box])
+        self.mode.observe(lambda _c: self._fields_apply(), "value")
+        self.pp.observe(lambda _c: self._fields_apply(), "value")
+        self._fields_apply()
         self.run()
+
+    def _fields_apply(self) -> None:
+        """The state-field checkboxes apply only to state-sync at PP > 1: elsewhere nothing is sent, so they are
+        disabled and hidden rather than shown ticked."""
+        applies = self.mode.value == "state-sync" and self.pp.value > 1
+        for box in self.fields.values():
+            box.disabled = not applies
+        self.ticks.layout.display = None if applies else "none"
 
     def run(self) -> dict:
         start = time.perf_counter()
@@ -170,12 +190,13 @@ class PPKnobs(_Knob):
         ms = (time.perf_counter() - start) * 1e3
         div = out["first_divergence"]
         synced = f" syncing {', '.join(chosen) or 'nothing'}" if self.mode.value == "state-sync" else ""
+        same = res.output_text == ref.output_text
+        shown = shown_outcome(res.outcome, same, div) if not res.error else res.outcome
         lines = [f"{_stamp(ms)} · PP={self.pp.value}, {self.mode.value}{escape(synced)}, prompt {self.number.value}: "
-                 f"outcome <b>{escape(res.outcome)}</b>"]
+                 f"outcome <b>{'✗ ' if shown != 'ok' else '✓ '}{escape(shown)}</b>"]
         if res.error:
             lines.append(f"✗ {escape(res.error['type'])}: {escape(res.error['message'])}")
         else:
-            same = res.output_text == ref.output_text
             lines.append(f"text <code>{escape(repr(res.output_text))}</code> vs PP=1 "
                          f"<code>{escape(repr(ref.output_text))}</code> {'✓ same' if same else '≠ differs'}")
             lines.append("first divergence: " + ("none (✓ no rank ever read state that differs from the owner's)"
@@ -185,8 +206,8 @@ class PPKnobs(_Knob):
         em = acc.get("exact_match")
         lines.append(f"held-out exact match on {len(out['numbers'])} prompts {out['numbers']}: "
                      + (f"{em:.0%}" if em is not None else escape(str(acc.get("outcome")))))
-        self.last = {"outcome": res.outcome, "text": res.output_text, "first_divergence": div, "exact_match": em,
-                     "ms": ms}
+        self.last = {"outcome": res.outcome, "shown_outcome": shown, "text": res.output_text, "first_divergence": div,
+                     "exact_match": em, "ms": ms}
         self.status.value = ('<div id="xp-knob-pp" style="font:13px system-ui,sans-serif">'
                              + "<br>".join(lines) + "</div>")
         self.box.children = [self.stepper.widget] if self.stepper else []

@@ -23,10 +23,23 @@ from typing import Mapping, Sequence
 
 import ipywidgets as W
 
-__all__ = ["Stepper", "caption_html", "KERNEL_NOTE"]
+__all__ = ["Stepper", "caption_html", "KERNEL_NOTE", "KERNEL_CLASS", "kernel_note"]
 
 KERNEL_NOTE = ("needs a running kernel: in a static page these controls do nothing (the picture below is the "
                "stored run and still steps)")
+# Controls that start a new run carry this class. The docs site's stylesheet (docs/_static/explainer.css) greys
+# them out and makes them unclickable, and shows the "disabled on this page" line of ``kernel_note``;
+# JupyterLab has no such rule, so there the controls work and the first line shows.
+KERNEL_CLASS = "xp-needs-kernel"
+STATIC_NOTE = ("Disabled on this page: Run needs a live kernel. Open this notebook in JupyterLab (make lab) to use "
+               "it; the picture below is the stored run and still steps.")
+
+
+def kernel_note(what: str = "▶ Run") -> W.HTML:
+    """The line under kernel-needing controls: what they need in a notebook, and why they are off on the site."""
+    return W.HTML('<div style="font:12px system-ui,sans-serif;color:#555">'
+                  f'<span class="xp-lab-only">{escape(what)} {escape(KERNEL_NOTE)}.</span>'
+                  f'<span class="xp-static-only" style="display:none">⊘ {escape(STATIC_NOTE)}</span></div>')
 _ids = itertools.count()
 
 

@@ -140,14 +140,15 @@ def gate_picture(report) -> str:
             err = r.get("error")
             outcome = (f"✗ {err['type']}" if err else "✓ received intact" if r.get("received_equal") else
                        "✓ sent" if r.get("rank") == 0 and r.get("agree", True) else "✗ not delivered")
-            rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{r['node']}</td><td>{escape(str(r.get('backend')))}"
-                        f"</td><td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
-                        f"</td><td>{escape(said)}</td><td>{path}</td><td>{escape(outcome)}</td></tr>")
+            rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{escape(outcome)}</td><td>{path}</td>"
+                        f"<td>{escape(said)}</td><td>{escape(str(r.get('backend')))}</td>"
+                        f"<td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
+                        f"</td><td>{r['node']}</td></tr>")
     return ('<div class="xp-ws-note"><b>what each rank saw</b> (real rank processes; the same PP dict '
             'hidden_states + residual [2, 8, 64] fp32, rank 0 → rank 1)</div><div class="xp-ws-scroll">'
             '<table class="xp-ws-runs"><tr><th>run</th>'
-            '<th>rank</th><th>node</th><th>communicator backend</th><th>supports_tensor_dict</th><th>your gate said</th>'
-            '<th>path taken</th><th>outcome</th></tr>' + "".join(rows) + "</table></div>")
+            '<th>rank</th><th>outcome</th><th>path taken</th><th>your gate said</th><th>backend</th>'
+            '<th>supports_<wbr>tensor_<wbr>dict</th><th>node</th></tr>' + "".join(rows) + "</table></div>")
 
 
 PICTURES = {"accept": accept_picture, "sync-fields": sync_picture, "tensor-dict-gate": gate_picture}
