@@ -117,7 +117,9 @@ def test_legend_in_every_frame_and_tokens_escaped():
     frames = rs.canvas_frames(rec, PROMPT, vocab=VOCAB, config=cfg)
     for f in frames:
         assert 'class="xp-legend"' in f and "<style>" in f
-        assert "accepted: keeps the sampled candidate" in f and "renoised: fresh uniform random token" in f
+        assert "✓ solid outline = accepted" in f and "↻ dashed outline = renoised" in f
+        key = re.search(r'<div class="xp-legend"[^>]*>(.*?)</div>', f).group(1)
+        assert "<br" not in key and len(re.sub(r"<[^>]+>", "", key)) < 240      # one line, not a paragraph
         text = re.sub(r"<[^>]+>", "", f.split("</style>", 1)[1])   # tags removed: no raw '<' may remain
         assert "<" not in text and "&lt;" in f
 

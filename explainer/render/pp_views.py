@@ -92,15 +92,11 @@ def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
     return f'<div class="xp-flow" id="xp-pp-flow-{i}">{boxes[0]}{mid}{"".join(boxes[1:])}</div>'
 
 
-LEGEND = ('<div class="xp-legend" id="{fid}-legend"><b>legend</b> '
-          '<span class="xp-diverged"><span class="xp-badge">≠ READ</span>solid outline</span> read by this rank in '
-          'this event and different from the owner (last rank, where the sampler writes the state): a divergence · '
-          '<span class="xp-stale"><span class="xp-badge">STALE</span>dashed outline</span> state this rank reads when '
-          'it prepares a step, different from the owner\'s, not read in this event · canvas and step are the '
-          'sampler\'s own bookkeeping, never read by other ranks, so never marked (a differing canvas says so) · '
-          'thick box, ▶ acting = the rank acting in this event · arrow = tensors that crossed ranks · '
-          'wavy underline = output characters that differ from PP=1 · '
-          '<span class="xp-text">␣</span> space, · pad, ⏎ end of text · ‖·‖ = L2 norm of the SC embeddings</div>')
+LEGEND = ('<div class="xp-legend" id="{fid}-legend"><b>key</b> '
+          '<span class="xp-diverged"><span class="xp-badge">≠ READ</span>solid</span> read here, differs from the owner '
+          '(last rank) · <span class="xp-stale"><span class="xp-badge">STALE</span>dashed</span> differs, not read here · '
+          'thick box ▶ = acting rank · arrow = tensors sent · wavy underline = text differs from PP=1 · '
+          '<span class="xp-text">␣</span> space · ⏎ end · ‖·‖ = L2 norm</div>')
 
 
 def _rank_column(e, r: int, owner: int, red: list[str], stale: dict, amber_all: set, fid: str) -> str:
