@@ -28,7 +28,8 @@ CSS = """<style>
 .xp-comm table.xp-ranks th{background:#f5f5f5;font-weight:600}
 .xp-comm code{font:12px ui-monospace,monospace}
 .xp-comm .xp-shm{background:#d3efe5}.xp-comm .xp-tdist{background:#fdf0d0}
-.xp-comm .xp-error{background:#fbe3d2;color:#7a3600}.xp-comm .xp-ok{background:#d3efe5}
+.xp-comm .xp-error{background:#fbe3d2;color:#7a3600}
+.xp-comm .xp-err-line{font-weight:600;padding:2px 6px;margin:2px 0;border-left:4px solid #d55e00}.xp-comm .xp-ok{background:#d3efe5}
 .xp-comm .xp-log{font:11px ui-monospace,monospace;color:#5d4037}
 .xp-comm .xp-legend{font-size:12px;color:#555;margin-top:6px}
 .xp-comm .xp-legend span{display:inline-block;padding:0 5px;margin-right:6px;border:1px solid #ccc}
@@ -109,10 +110,17 @@ def describe_run(per_rank: Sequence[Mapping]) -> str:
     return "\n".join(lines)
 
 
+def errors_html(per_rank: Sequence[Mapping]) -> str:
+    """Each rank's error in words, for the top of a frame: right under the controls that caused it."""
+    errs = [i for i in per_rank if i.get("error")]
+    return "".join(f'<div class="xp-error xp-err-line">✗ rank {i["rank"]}: {escape(i["error"]["type"])}: '
+                   f'{escape(i["error"]["message"])}</div>' for i in errs)
+
+
 def frame_html(title: str, per_rank: Sequence[Mapping], svgs: Sequence[str] = ()) -> str:
-    """A self-contained frame: title, diagrams (already rendered SVG) and the per-rank table."""
+    """A self-contained frame: title, each rank's error (if any), diagrams (already rendered SVG), the table."""
     graphs = "".join(strip_svg(s) for s in svgs)
-    return (CSS + f'<div class="xp-comm"><div class="xp-head">{escape(title)}</div>'
+    return (CSS + f'<div class="xp-comm"><div class="xp-head">{escape(title)}</div>{errors_html(per_rank)}'
             f'<div class="xp-graphs">{graphs}</div></div>' + ranks_table_html(per_rank, css=False))
 
 
