@@ -37,6 +37,7 @@ CSS = """<style>
 .xp-ws.xp-ws table.xp-ws-case td,.xp-ws.xp-ws table.xp-ws-case th,.xp-ws.xp-ws table.xp-ws-runs td,.xp-ws.xp-ws table.xp-ws-runs th{
  border:1px solid #ccc;text-align:center;font-variant-numeric:tabular-nums}
 .xp-ws.xp-ws table.xp-ws-case tr th:first-child{text-align:right}
+.xp-ws.xp-ws table.xp-ws-runs td,.xp-ws.xp-ws table.xp-ws-runs th{padding:2px 5px}
 .xp-ws.xp-ws table td.xp-ws-diff{outline:3px solid #d55e00;font-weight:700;background:#fff}
 .xp-ws .xp-ws-fix{margin:6px 0;padding:4px 6px;background:#fff;border-left:4px solid #d55e00}
 .xp-ws .xp-ws-fig{color:#444;font-size:12px}
