@@ -107,18 +107,18 @@ def cell(glyphs: Glyphs, token: int, state: str, title: str = "") -> str:
 
 def legend(fid: str = "xp") -> str:
     """The one-line key every frame carries: badges and outlines named in words, never by colour."""
-    items = [("prefix", "a", "underlined = prefix (KV cache)"),
-             ("input", "a", "grey = decoder input"),
+    items = [("prefix", "a", "prefix"),
+             ("input", "a", "input"),
              ("accepted", "a", f"{ACCEPT} solid outline = accepted"),
              ("renoised", "a", f"{RENOISE} dashed outline = renoised"),
-             ("draft", "a", "dotted = draft"),
-             ("committed", "a", "⇓ double = committed")]
+             ("draft", "a", "draft"),
+             ("committed", "a", "⇓ committed")]
     swatches = " ".join(f'<span class="xp-item"><span class="xp-cell xp-{c}">{g}'
                         f'{"<sup>" + BADGES[c] + "</sup>" if c in BADGES else ""}</span> {escape(t)}</span>'
                         for c, g, t in items)
     return (f'<div class="xp-legend" id="{fid}-legend"><b>key</b> {swatches} '
             '<span class="xp-item"><span class="xp-cell">␣</span> space <span class="xp-cell xp-pad">·</span> pad '
-            '<span class="xp-cell">⏎</span> end</span> <span class="xp-item">bar = entropy (full = ln V)</span></div>')
+            '<span class="xp-cell">⏎</span> end</span> <span class="xp-item">bar = entropy</span></div>')
 
 
 def _prefix(glyphs: Glyphs, prompt: Sequence[int], committed: Sequence[Sequence[int]], fid: str) -> str:
