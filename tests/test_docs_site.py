@@ -10,6 +10,8 @@ working from disk with the network blocked.
    the frame; ▶ Play plays), and the Play icon is drawn by a loaded icon font.
 4. Every stream output stored in a notebook is on its page, exactly and in order: the site shows the
    outputs nbval checks (tests/test_docs_notebooks.py shows nbval failing when one of them changes).
+5. Read at a glance: at 1280 and 700 px no output block is wider than its column; the Next links walk the
+   workshop route; Run controls, which need a kernel, are visibly disabled on the static pages with the reason.
 """
 
 from __future__ import annotations
@@ -332,9 +334,10 @@ def test_notebook_pages_render_their_diagrams_and_step_offline(site, browser):
             # ▶ Play advances the first stepper by itself; ■ stops it
             stepper = steppers.nth(0)
             start = _k(stepper)
-            stepper.locator(".widget-play button").nth(0).click()
+            total = int(re.search(r"frame \d+ of (\d+)", _frame(stepper)).group(1))
+            stepper.locator(".widget-play button").nth(0).click()          # a short stepper has fewer frames left
             page.wait_for_function("box => +/frame (\\d+) of/.exec(box.lastElementChild.innerText)[1] >= %d"
-                                   % (start + 2), arg=stepper.element_handle(), timeout=15_000)
+                                   % min(start + 2, total), arg=stepper.element_handle(), timeout=15_000)
             stepper.locator(".widget-play button").nth(1).click()
             icons = page.evaluate(PLAY_ICON_FONT)
             assert icons and all(i["loaded"] and i["width"] > 0 for i in icons), f"{path.name}: icons {icons}"
@@ -344,3 +347,85 @@ def test_notebook_pages_render_their_diagrams_and_step_offline(site, browser):
             checked += 1
         _clean(log, path.name, page)
     assert checked >= 1, "no notebook page with a stepper was checked"
+
+
+# ---- reading at a glance: outputs fit their column, the Next links walk the workshop route ------------------
+WIDTHS = (1280, 700)
+# Every block of a cell's output, and what inside it could run past the column: text, tables, widget boxes.
+# Diagrams are left out: they shrink to the column and below a legible scale scroll in their own box.
+OVERFLOWING_OUTPUTS = """() => {
+  const col = document.querySelector('article.bd-article').getBoundingClientRect();
+  const bad = [];
+  for (const out of document.querySelectorAll('.cell_output > *')) {
+    for (const el of [out, ...out.querySelectorAll('pre, table, div, span')]) {
+      const r = el.getBoundingClientRect();
+      if (!r.width || !r.height || el.closest('.xp-diagram-box, .xp-diagram-link, svg')) continue;
+      const cs = getComputedStyle(el);
+      const scrolls = ['auto', 'scroll', 'hidden'].includes(cs.overflowX) && el.scrollWidth > el.clientWidth + 1;
+      if (r.right > col.right + 1 || scrolls) {
+        bad.push(`${el.tagName}.${String(el.className).slice(0, 40)} right ${Math.round(r.right)} > column `
+                 + `${Math.round(col.right)} or content ${el.scrollWidth} > box ${el.clientWidth}: `
+                 + JSON.stringify(el.innerText.slice(0, 70)));
+        break;
+      }
+    }
+  }
+  return bad;
+}"""
+WORKSHOP_ROUTE = ["notebooks/01_canvas_sampler.html", "docs/exercise-accept.html", "notebooks/02_pipeline_parallel.html",
+                  "docs/exercise-sync-fields.html", "notebooks/03_cpu_communicator.html",
+                  "docs/exercise-tensor-dict-gate.html", "notebooks/04_pp_today.html", "notebooks/05_two_hosts.html"]
+
+
+@pytest.mark.browser
+def test_no_output_block_is_wider_than_its_column(site, browser):
+    """At 1280 and 700 px, no output of any notebook page runs past the article column or hides part of its text
+    in a horizontal scroll (an outcome word or an error message past the right edge)."""
+    page, log = browser
+    found = []
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            for _nb, path in notebook_pages(site):
+                _open(page, log, path)
+                page.wait_for_load_state("networkidle")
+                page.wait_for_timeout(300)                      # the widgets render after load
+                found += [f"{width}px {path.relative_to(site)}: {b}" for b in page.evaluate(OVERFLOWING_OUTPUTS)]
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+    assert not found, "\n".join(found[:20])
+
+
+@pytest.mark.browser
+def test_the_next_links_walk_the_workshop_route(site, browser):
+    """From notebook 1, the Next link of each page leads along the workshop route: each notebook, then its
+    exercise, then on to the 'going further' notebooks 4 and 5."""
+    page, log = browser
+    _open(page, log, site / WORKSHOP_ROUTE[0])
+    walked = [WORKSHOP_ROUTE[0]]
+    for _ in WORKSHOP_ROUTE[1:]:
+        page.locator("a.right-next").click()
+        page.wait_for_load_state("load")
+        walked.append(Path(unquote(urlsplit(page.url).path)).resolve().relative_to(site.resolve()).as_posix())
+    assert walked == WORKSHOP_ROUTE
+    for stop in ("exercise-accept", "exercise-sync-fields", "exercise-tensor-dict-gate"):   # each stop leads on
+        text = (site / "docs" / f"{stop}.html").read_text(encoding="utf-8")
+        for href in ("../notebooks/workshop/exercises.html", "../notebooks/workshop/solutions.html"):
+            assert f'href="{href}' in text, (stop, href)
+        assert "JupyterLab" in text, stop
+
+
+@pytest.mark.browser
+def test_run_controls_are_disabled_on_the_static_site_with_the_reason(site, browser):
+    """A Run button on a static page cannot run anything: it is greyed out, takes no clicks, and the line under it
+    says why (JupyterLab shows the same widget working)."""
+    page, log = browser
+    for name in ("01_canvas_sampler", "02_pipeline_parallel", "03_cpu_communicator"):
+        _open(page, log, site / "notebooks" / f"{name}.html")
+        page.wait_for_load_state("networkidle")
+        controls = page.locator(".xp-needs-kernel")
+        controls.first.wait_for(state="attached", timeout=15000)
+        state = controls.first.evaluate("el => [getComputedStyle(el).pointerEvents, Number(getComputedStyle(el).opacity)]")
+        assert state[0] == "none" and state[1] < 0.6, (name, state)
+        assert page.locator(".xp-static-only").first.is_visible(), name
+        assert "needs a live kernel" in page.locator(".xp-static-only").first.inner_text(), name
