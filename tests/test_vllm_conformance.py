@@ -34,11 +34,14 @@ def cli(*args, env=None, timeout=900):
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
-def leftovers() -> dict:
+def leftovers(pid: int | None = None) -> dict:
+    """What runs leave behind; namespaces and work folders carry their launcher's pid (``pid``: only that one's,
+    since other runs on a shared machine may hold theirs right now)."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout if shutil.which("ip") else ""
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    return {"netns": sorted(ln.split()[0] for ln in netns.splitlines() if ln.startswith("explainer-")),
-            "workdirs": sorted(p.name for p in tmp.glob("explainer-hosts-*")),
+    mine = "" if pid is None else f"{pid}-"
+    return {"netns": sorted(ln.split()[0] for ln in netns.splitlines() if ln.startswith(f"explainer-{mine}")),
+            "workdirs": sorted(p.name for p in tmp.glob(f"explainer-hosts-{mine}*")),
             "vllm_tmp": sorted(p.name for p in tmp.glob("explainer-vllm-*")),
             "segments": sorted(p for p in os.listdir("/dev/shm") if "cpushm" in p)}
 
@@ -46,8 +49,18 @@ def leftovers() -> dict:
 @pytest.fixture(scope="module")
 def conformance():
     before = leftovers()
-    proc = cli("conformance", "--json")
-    return proc, json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None, before, leftovers()
+    child = subprocess.Popen([sys.executable, "-m", "explainer", "conformance", "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = child.communicate(timeout=900)
+    finally:
+        child.kill()                                       # by its pid, if it is still there
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    after = leftovers(child.pid)
+    now = leftovers()
+    for key in ("segments", "vllm_tmp"):                  # not named by pid: only what is new since the start
+        after[key] = sorted(set(now[key]) - set(before[key]))
+    return proc, json.loads(out) if out.strip().startswith("{") else None, before, after
 
 
 def row(data, name):
@@ -101,7 +114,7 @@ def test_one_ident_on_two_hosts_fails_on_both_engines_and_nothing_is_left(confor
         assert shared[side]["names_agree"] is True and shared[side]["outcome"] == "runtime-error"
         assert shared[side]["errors"] == ["RuntimeError: open shm in SHMManager failed. errno: 2"] * 2
     assert row(data, "communicator: two hosts (own idents)")["agree"] is True
-    assert after == before
+    assert after == {"netns": [], "workdirs": [], "vllm_tmp": [], "segments": []}
 
 
 def test_conformance_without_the_vllm_env_is_one_line_exit_2(tmp_path):
@@ -197,12 +210,20 @@ def test_without_the_vllm_env_the_recorded_run_is_shown_and_says_how_to_run_it(t
 @pytest.mark.slow
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 def test_shared_ident_scenario_json_on_the_toy_and_nothing_left_behind():
-    before = leftovers()
-    proc = cli("scenario", "comm-shared-ident-two-hosts", "--backend", "hosts", "--json", timeout=300)
-    data = json.loads(proc.stdout)
+    before = leftovers()["segments"]
+    child = subprocess.Popen([sys.executable, "-m", "explainer", "scenario", "comm-shared-ident-two-hosts", "--backend",
+                              "hosts", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = child.communicate(timeout=300)
+    finally:
+        child.kill()
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    data = json.loads(out)
     assert proc.returncode == 0 and data["scenario"] == "comm-shared-ident-two-hosts" and data["backend"] == "hosts"
     assert data["outcome"] == "runtime-error" and data["error"]["type"] == "RuntimeError"
     assert data["details"]["engine"] == "toy" and data["details"]["names_agree"] is True
     hosts = {h["host"]: h["dev_shm"] for h in data["details"]["hosts"]["hosts"]}
     assert hosts == {"host0": ["host0-marker"], "host1": ["host1-marker"]}     # neither sees the other's /dev/shm
-    assert "#46716" in data["details"]["proposal"] and leftovers() == before
+    assert "#46716" in data["details"]["proposal"]
+    left = leftovers(child.pid)
+    assert (left["netns"], left["workdirs"], sorted(set(left["segments"]) - set(before))) == ([], [], [])
