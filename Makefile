@@ -18,7 +18,7 @@ LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-ro
 
 lab: setup-lab
 	@echo "lab: starting JupyterLab on 127.0.0.1 (check this machine any time with: make doctor)"
-	JUPYTER_PATH=$(abspath $(VLLM_VENV))/share/jupyter $(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
+	JUPYTER_PATH=$(abspath $(VLLM_VENV))/jupyter-kernel/share/jupyter $(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
 # 1. unit, process and browser tests (the browser tests open the notebooks in $(LAB_VENV)'s JupyterLab);
 # 2. the notebooks under nbval in the test venv; 3. the notebooks under nbval on $(LAB_VENV)'s kernel.

@@ -9,7 +9,9 @@
 #   fixups   torchaudio and torchcodec out (CUDA builds pulled in, unused); torchvision's two op schemas
 #            declared before it imports (its PyPI wheel is a CUDA build whose kernels cannot load on the CPU torch)
 #   package  this package, without its dependencies (the vLLM side uses only torch, vLLM and transformers)
-#   kernel   the Jupyter kernel "vLLM 0.32 (CPU)" in $VLLM_VENV/share/jupyter (make lab adds it to JupyterLab)
+#   kernel   the Jupyter kernel "vLLM 0.32 (CPU)" in $VLLM_VENV/jupyter-kernel/share/jupyter (make lab adds that
+#            folder to JupyterLab's path; not $VLLM_VENV/share/jupyter, whose own "python3" kernel would shadow the
+#            main venv's)
 # Skipped when $VLLM_VENV was built by this script with the same pins (a stamp file: pip keeps no cache here).
 # Usage: scripts/setup-vllm.sh
 set -euo pipefail
@@ -71,7 +73,8 @@ run "${pip[@]}" --no-deps -e .
 done_phase "explainer (editable, no dependencies)"
 
 phase kernel
-run "$VENV/bin/python" -m ipykernel install --sys-prefix --name vllm-0.32-cpu --display-name "vLLM 0.32 (CPU)"
+run "$VENV/bin/python" -m ipykernel install --prefix "$VENV/jupyter-kernel" --name vllm-0.32-cpu \
+    --display-name "vLLM 0.32 (CPU)"
 done_phase "Jupyter kernel 'vLLM 0.32 (CPU)' -> $VENV/bin/python"
 
 rm -f "$VENV"/.explainer-vllm-*

@@ -227,3 +227,17 @@ def test_shared_ident_scenario_json_on_the_toy_and_nothing_left_behind():
     assert "#46716" in data["details"]["proposal"]
     left = leftovers(child.pid)
     assert (left["netns"], left["workdirs"], sorted(set(left["segments"]) - set(before))) == ([], [], [])
+
+
+@NEEDS_VLLM
+def test_the_vllm_kernel_is_offered_beside_the_default_one_without_shadowing_it():
+    """``make lab`` adds the vLLM venv's kernel folder to JupyterLab's path: a second kernel, the default untouched."""
+    folder = vllm_env.venv_dir() / "jupyter-kernel" / "share" / "jupyter"
+    out = subprocess.run([str(Path(sys.executable).parent / "jupyter"), "kernelspec", "list", "--json"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "JUPYTER_PATH": str(folder)})
+    specs = json.loads(out.stdout)["kernelspecs"]
+    assert specs["vllm-0.32-cpu"]["spec"]["display_name"] == "vLLM 0.32 (CPU)"
+    vllm_python = os.path.abspath(vllm_env.python())      # venv pythons are symlinks to one interpreter: no resolve
+    assert os.path.abspath(specs["vllm-0.32-cpu"]["spec"]["argv"][0]) == vllm_python
+    assert str(vllm_env.venv_dir()) not in specs["python3"]["resource_dir"] and os.path.abspath(specs["python3"]["spec"]["argv"][0]) != \
+        vllm_python
