@@ -24,7 +24,7 @@ def check_file(exercise_id: str, path: str | os.PathLike) -> Report:
     """Grade one .py file (the CLI's ``workshop check ID FILE``)."""
     ex = get(exercise_id)
     try:
-        code = learner.from_file(path, ex.function)
+        code = learner.from_file(path, ex.function, ex.id)
     except LearnerError as exc:
         return Report.error(ex.id, exc.kind, str(exc), source=str(path), function=ex.function)
     return sandbox.run(ex.id, code)

@@ -8,6 +8,8 @@ Cases, grouped into named checks: distinct values, ties, all-equal rows, bound 0
 large bounds, batch > 1, random tensors, and the entropies of a real generation (then the whole
 generation with the learner's rule must equal the library's, token for token). Every case compares the
 bool mask; the first differing case of each group is kept for the report and the panel's case table.
+The learner's function runs in its jail (``session.Learner``): each case goes there as lists of floats,
+the mask comes back as lists of bools, and the comparison with the reference happens here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from explainer.workshop.report import Check, LearnerError, verdict
 
 
 EXERCISE = "accept"
+PRELOAD = ("torch",)          # imported in the jail before the learner's module (not in its time budget)
 
 
 def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
@@ -85,22 +88,39 @@ def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
     return [task.decode(o.output_token_ids) for o in outs]
 
 
-def _compare(fn, code, label: str, h: torch.Tensor, bound: float) -> tuple[str | None, dict]:
-    """None if equal; else the reason and the case for the table."""
+def _ask(jailed, code, h: torch.Tensor, bound: float, what: str) -> dict:
+    return jailed.call(EXERCISE, {"entropy": h.tolist(), "bound": bound}, what)
+
+
+def _mask(value: dict, h: torch.Tensor) -> tuple[str | None, torch.Tensor | None]:
+    """The learner's answer (plain data from the jail) as a bool mask, or why it is not one."""
+    shape = list(h.shape)
+    if value.get("changed") is True:
+        return "changed its input `entropy` in place (sort into a new tensor instead)", None
+    t = value.get("tensor")
+    if not isinstance(t, dict):
+        return f"returned a {str(value.get('type'))[:40]}; expected a bool tensor of shape {shape}", None
+    if t.get("dtype") != "bool":
+        return (f"returned dtype {str(t.get('dtype'))[:20]}; expected bool "
+                f"(the sampler uses it in torch.where)"), None
+    if t.get("shape") != shape:
+        return f"returned shape {str(t.get('shape'))[:40]}; expected {shape} (one flag per position)", None
+    data = t.get("data")
+    if not (isinstance(data, list) and len(data) == shape[0] and all(
+            isinstance(row, list) and len(row) == shape[1] and all(isinstance(x, bool) for x in row) for row in data)):
+        return "answered with data that is not a bool mask of its shape", None
+    return None, torch.tensor(data, dtype=torch.bool)
+
+
+def _compare(jailed, code, label: str, h: torch.Tensor, bound: float) -> tuple[str | None, dict]:
+    """None if equal; else the reason and the case for the table (compared here, never in the jail)."""
     want = reference(h, bound)
-    given = h.clone()
-    got = learner.call(fn, given, bound, filename=code.filename,
-                       what=f"{code.function}(entropy of shape {list(h.shape)}, bound={bound:g}) [case {label!r}]")
+    value = _ask(jailed, code, h, bound, f"{code.function}(entropy of shape {list(h.shape)}, bound={bound:g}) "
+                                         f"[case {label!r}]")
     case = {"label": label, "entropy": h.tolist(), "bound": bound, "expected": want.tolist(), "got": None}
-    if not torch.equal(given, h):
-        return "changed its input `entropy` in place (sort into a new tensor instead)", case
-    if not isinstance(got, torch.Tensor):
-        return f"returned a {type(got).__name__}; expected a bool tensor of shape {list(h.shape)}", case
-    if got.dtype != torch.bool:
-        return (f"returned dtype {str(got.dtype).removeprefix('torch.')}; expected bool "
-                f"(the sampler uses it in torch.where)"), case
-    if got.shape != h.shape:
-        return f"returned shape {list(got.shape)}; expected {list(h.shape)} (one flag per position)", case
+    why, got = _mask(value, h)
+    if why:
+        return why, case
     case["got"] = got.tolist()
     if torch.equal(got, want):
         return None, case
@@ -111,7 +131,7 @@ def _compare(fn, code, label: str, h: torch.Tensor, bound: float) -> tuple[str |
                                                                                          "col": col}
 
 
-def run(fn, code):
+def run(jailed, code):
     checks, picture, groups = [], {}, {}
     for group, label, h, bound in _cases():
         groups.setdefault(group, []).append((label, h, bound))
@@ -123,7 +143,7 @@ def run(fn, code):
         for label, h, bound in cases:
             total += 1
             with learner_phase(f"calling {code.function} on case {label!r}"):
-                why, case = _compare(fn, code, label, h, bound)
+                why, case = _compare(jailed, code, label, h, bound)
             if why:
                 failure = (label, why, case)
                 break
@@ -135,21 +155,28 @@ def run(fn, code):
         else:
             checks.append(Check(group, True, f"{len(cases)} case{'s' * (len(cases) != 1)} equal"))
     if all(c.passed for c in checks):
-        checks.append(_generation_check(fn, code))
-    return verdict(EXERCISE, checks, figures={"cases": total}, picture=picture)
+        checks.append(_generation_check(jailed, code))
+    return verdict(EXERCISE, checks, figures={"cases": total, "calls to your function": jailed.calls},
+                   picture=picture)
 
 
-def _generation_check(fn, code) -> Check:
-    """The shipped model generates with the learner's rule inside the real sampler: same text as the library."""
+def _generation_check(jailed, code) -> Check:
+    """The shipped model generates with the learner's rule inside the real sampler: same text as the library.
+    The sampler's calls go over the pipe to the jail; the masks come back as data."""
     want = _generate()
     original = primitives.entropy_bound_accept
-    primitives.entropy_bound_accept = lambda h, b: learner.call(fn, h, b, filename=code.filename,
-                                                             what=f"{code.function} inside the sampler")
+
+    def rule(h, b):
+        why, mask = _mask(_ask(jailed, code, h, float(b), f"{code.function} inside the sampler"), h)
+        if why:
+            raise LearnerError("bad-value", f"{code.function} inside the sampler {why}")
+        return mask
+    primitives.entropy_bound_accept = rule
     try:
         with learner_phase(f"generating with your {code.function} in the sampler", seconds=30):
             got = _generate()
     except RankFailure as exc:                     # the engine reports a rank's exception; surface the learner's
-        if isinstance(exc.cause, (LearnerError, learner.LearnerTimeout)):
+        if isinstance(exc.cause, (LearnerError, learner.LearnerLimit)):
             raise exc.cause from None
         raise
     finally:

@@ -9,13 +9,17 @@ PP intermediate-tensor dict from rank 0 to rank 1, as the ``comm-*`` scenarios d
 * two simulated nodes: the SHM group names disagree, the communicator falls back to torch.distributed,
   and the gate must say False: the generic path must deliver the dict.
 
+The learner's function never runs in a rank: it is a pure function of the communicator's facts, so the
+check first asks it in the jail (``session.Learner``) for each communicator the launches build, per rank
+(``facts_table``), and the ranks' gate looks the answer up by their real communicator's facts (a rank
+whose facts are not in the table fails, so the table cannot drift from the communicator).
+
 The communicator is the post-#40150 one, so a custom path after the fallback ends in its guard
 (``NotImplementedError``); before #40150 the same call was the ``AttributeError`` of issue #37933.
 """
 
 from __future__ import annotations
 
-import linecache
 import os
 
 import torch
@@ -27,32 +31,61 @@ from explainer.distributed.parallel_state import GroupCoordinator
 from explainer.scenario.comm import pp_dict
 from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase
-from explainer.workshop.report import Check, LearnerError, verdict
+from explainer.workshop.report import Check, verdict
 
 
 EXERCISE = "tensor-dict-gate"
 IDENT_PREFIX = "workshop"       # SHM group names start with it + the check process's pid (swept by the sandbox)
 
 
-def gate_rank(source: str, filename: str, function: str) -> dict:
-    """One rank: the learner's module, vLLM's PP group asking its gate, then one tensor dict 0 -> 1."""
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    ns = {"__name__": "learner_solution", "__file__": filename}
-    exec(compile(source, filename, "exec"), ns)
-    fn = ns[function]
+FACT_NAMES = ("backend", "supports_tensor_dict", "rank", "rank_in_group", "world_size", "ranks", "unique_name", "gate")
+
+
+def comm_facts(comm) -> dict:
+    """What the gate may read of a real ``CpuCommunicator`` (the jail's stand-in carries the same facts)."""
+    facts = {k: getattr(comm, k) for k in FACT_NAMES}
+    facts["ranks"] = list(facts["ranks"])
+    facts["dist_module"] = "torch.distributed" if comm.dist_module is dist else "shm"
+    return facts
+
+
+def facts_table() -> list[dict]:
+    """The communicators the two launches build, per rank: one node (shared memory), two nodes (fallback).
+    Each rank checks that its real communicator's facts are one of these rows (else: an internal error)."""
+    return [{"backend": backend, "supports_tensor_dict": backend == "shm", "rank": r, "rank_in_group": r,
+             "world_size": 2, "ranks": [0, 1], "unique_name": "pp:0", "gate": "post-40150",
+             "dist_module": backend} for backend in ("shm", "torch.distributed") for r in (0, 1)]
+
+
+def ask_table(jailed, code) -> list[dict]:
+    """The learner's gate on every row of ``facts_table()``, in its jail: a pure function of the facts, so
+    the rank processes can consult this table instead of running the learner's code."""
+    table = []
+    for facts in facts_table():
+        what = (f"{code.function}(device_communicator) for a communicator with backend {facts['backend']}, "
+                f"rank {facts['rank_in_group']}")
+        with learner_phase(what):
+            value = jailed.call(EXERCISE, {"facts": facts}, what)
+        if not isinstance(value.get("bool"), bool):
+            raise learner.LearnerLimit(f"{what}: the learner's process answered with malformed data")
+        table.append({"facts": facts, "bool": value["bool"], "type": str(value.get("type"))[:40],
+                      "returned": str(value.get("repr"))[:60]})
+    return table
+
+
+def gate_rank(table: list[dict]) -> dict:
+    """One rank: vLLM's PP group asking its gate (the learner's answers, looked up by the real communicator's
+    facts), then one tensor dict 0 -> 1. No learner code runs in a rank."""
     asked: list[dict] = []
 
     def gate(comm) -> bool:                               # what GroupCoordinator calls
-        rec = {"backend": getattr(comm, "backend", None),
-               "supports_tensor_dict": getattr(comm, "supports_tensor_dict", None)}
-        try:
-            value = fn(comm)
-        except Exception as exc:                          # noqa: BLE001 - reported as the learner's exception
-            rec["error"] = learner.describe(exc, filename)
-            value = False
-        rec.update(returned=repr(value)[:60], type=type(value).__name__)
-        asked.append(rec)
-        return bool(value)
+        facts = comm_facts(comm)
+        row = next((r for r in table if r["facts"] == facts), None)
+        if row is None:
+            raise RuntimeError(f"the check asked the gate for no communicator like this one: {facts}")
+        asked.append({"backend": facts["backend"], "supports_tensor_dict": facts["supports_tensor_dict"],
+                      "returned": row["returned"], "type": row["type"]})
+        return row["bool"]
 
     group = GroupCoordinator([[0, 1]], group_name="pp", config=CommConfig(gate="post-40150"), gate_fn=gate)
     info = {"rank": group.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"),
@@ -79,12 +112,12 @@ def gate_rank(source: str, filename: str, function: str) -> dict:
     return info
 
 
-def _launch(code, nodes: int) -> dict:
+def _launch(table: list[dict], nodes: int) -> dict:
     idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # vLLM: the node's port
     node_of = [0, 0] if nodes == 1 else [0, 1]
     budget = learner.budget()
     env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(budget + 2)} for r in range(2)]
-    results = launch(gate_rank, 2, args=(code.source, code.filename, code.function), env_per_rank=env,
+    results = launch(gate_rank, 2, args=(table,), env_per_rank=env,
                      timeout=budget + 8, grace=2.0, start_method="fork")
     ranks = []
     for res in results:
@@ -95,17 +128,12 @@ def _launch(code, nodes: int) -> dict:
     return {"nodes": nodes, "ranks": ranks}
 
 
-def _learner_problem(run: dict, label: str, code) -> None:
-    for r in run["ranks"]:
-        for a in r["asked"]:
-            if "error" in a:
-                raise LearnerError("exception", f"{code.function}(device_communicator) raised {a['error']} "
-                                                f"in rank {r['rank']} of the {label} run")
+def _hung(run: dict, label: str, code) -> None:
     hung = [r for r in run["ranks"] if r.get("ended")]
     if hung:
         r = hung[0]
-        raise learner.LearnerTimeout(f"rank {r['rank']} of the {label} run did not finish within its bound: "
-                                     f"{code.function} hangs? ({r['error']['message']})")
+        raise learner.LearnerLimit(f"rank {r['rank']} of the {label} run did not finish within its bound "
+                                   f"(your gate's answers: {_said(run)}; {r['error']['message']})")
 
 
 def _outcome(run: dict) -> tuple[bool, str]:
@@ -126,13 +154,14 @@ def _said(run: dict) -> str:
     return " / ".join(sorted(vals)) or "nothing"
 
 
-def run(fn, code):
-    with learner_phase("one-node run: rank processes ask your gate", seconds=learner.budget() + 12):
-        one = _launch(code, 1)
-    _learner_problem(one, "one-node", code)
-    with learner_phase("two-node run: rank processes ask your gate", seconds=learner.budget() + 12):
-        two = _launch(code, 2)
-    _learner_problem(two, "two-node", code)
+def run(jailed, code):
+    table = ask_table(jailed, code)
+    with learner_phase("one-node run: rank processes ask your gate's answers", seconds=learner.budget() + 12):
+        one = _launch(table, 1)
+    _hung(one, "one-node", code)
+    with learner_phase("two-node run: rank processes ask your gate's answers", seconds=learner.budget() + 12):
+        two = _launch(table, 2)
+    _hung(two, "two-node", code)
     checks = []
     ok2, what2 = _outcome(two)
     backend2 = two["ranks"][0].get("backend")

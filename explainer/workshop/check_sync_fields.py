@@ -5,7 +5,8 @@ The pre-#45828 model at PP=2 in ``state-sync`` mode syncs exactly the chosen fie
 would serve them, next to PP=1 on the same prompts and seeds. Pass when no rank ever reads a state field
 whose value differs from the owner's (the last rank, where the sampler writes it: ``Trace.divergences``)
 and every prompt's tokens equal PP=1's. Reported too: the synced bytes per request per step and whether
-the set is minimal (each chosen field removed in turn: does the check still pass?).
+the set is minimal (each chosen field removed in turn: does the check still pass?). The learner's function
+is called once, in its jail (``session.Learner``); its set comes back as a list of strings.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from explainer.engine.llm_engine import LLMEngine
 from explainer.model.registry import PRE_FIX_MODEL
 from explainer.trace import Trace
 from explainer.vocab import REQUEST_STATE_FIELDS
-from explainer.workshop import learner
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
@@ -68,23 +68,27 @@ def still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
     return [done[i] for i in ids] == reference
 
 
-def _fields(fn, code) -> list[str]:
+def _fields(jailed, code) -> list[str]:
+    """The learner's set, asked in the jail and validated here as plain data."""
     with learner_phase(f"calling {code.function}()"):
-        got = learner.call(fn, filename=code.filename, what=f"{code.function}()")
+        got = jailed.call(EXERCISE, {}, f"{code.function}()")
     valid = REQUEST_STATE_FIELDS
-    if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
-        raise LearnerError("bad-value", f"{code.function}() returned {got!r} ({type(got).__name__}); expected a "
-                                        f"set of field names, e.g. {{'canvas'}}; valid names: {', '.join(valid)}")
-    got = list(got)
-    bad = [f for f in got if not isinstance(f, str) or f not in valid]
+    scalar, items = got.get("scalar"), got.get("items")
+    if isinstance(scalar, dict) or not isinstance(items, list):
+        shown = scalar if isinstance(scalar, dict) else {}
+        raise LearnerError("bad-value", f"{code.function}() returned {str(shown.get('repr'))[:200]} "
+                                        f"({str(shown.get('type'))[:40]}); expected a set of field names, "
+                                        f"e.g. {{'canvas'}}; valid names: {', '.join(valid)}")
+    bad = [repr(f) if isinstance(f, str) else str(f.get("repr") if isinstance(f, dict) else f)[:200]
+           for f in items if not isinstance(f, str) or f not in valid]
     if bad:
         raise LearnerError("unknown-field", f"{code.function}() returned unknown field name(s) "
-                                            f"{', '.join(map(repr, bad))}; valid names: {', '.join(valid)}")
-    return sorted(set(got))
+                                            f"{', '.join(bad)}; valid names: {', '.join(valid)}")
+    return sorted(set(items))
 
 
-def run(fn, code):
-    fields = _fields(fn, code)
+def run(jailed, code):
+    fields = _fields(jailed, code)
     texts = prompts()
     ref_ids, ref_trace = _engine_run((), 1, texts)
     res = run_with_fields(fields, texts, ref_ids)

@@ -1,9 +1,12 @@
-"""The process a check starts (``python -m explainer.workshop.child WORKDIR``): the only place the learner's
-code runs (besides the rank processes the gate check launches from here).
+"""The trusted check process (``child.main(WORKDIR)``, forked by ``sandbox.py``): it computes the verdict and
+never runs the learner's code.
 
-Reads ``WORKDIR/request.json`` ({exercise, code}), writes ``WORKDIR/result.json`` (a Report with its picture).
-Each phase is appended to ``WORKDIR/progress.jsonl`` (``progress.py``) so the parent's watchdog can name
-where a hang happened and end the process group in bounded time.
+It reads ``WORKDIR/request.json`` ({exercise, code}), starts the learner's jailed process
+(``session.Learner``: the only place the learner's code runs), lets the exercise's checker ask it over a
+pipe with plain data and compare with the reference here, and writes ``WORKDIR/result.json`` (a Report
+with its picture and the tail of what the learner printed). The jail cannot see the work folder. Each
+phase is appended to ``WORKDIR/progress.jsonl`` (``progress.py``) so the parent's watchdog can name where
+a hang happened and end the process group in bounded time.
 """
 
 from __future__ import annotations
@@ -15,8 +18,27 @@ import resource
 import sys
 import time
 
-from explainer.workshop import exercises, learner, progress
+from explainer.workshop import exercises, learner, progress, session
 from explainer.workshop.report import LearnerError, Report
+
+
+def _graded(checker, ex, code) -> tuple[Report, str, bool]:
+    """(report, the learner's printed output, isolated)."""
+    jailed = None
+    try:
+        progress.phase("starting the learner's jailed process")
+        jailed = session.Learner(code, preload=getattr(checker, "PRELOAD", ()))
+        with progress.learner_phase(f"running the top level of {code.filename}"):
+            jailed.load()
+        report = checker.run(jailed, code)
+    except LearnerError as exc:
+        report = Report.error(ex.id, exc.kind, str(exc))
+    except learner.LearnerLimit as exc:
+        report = Report(ex.id, "fail", reason=str(exc))
+    finally:
+        if jailed is not None:
+            jailed.close()
+    return report, jailed.output() if jailed else "", jailed.isolated if jailed else False
 
 
 def main(workdir: str) -> int:
@@ -30,19 +52,13 @@ def main(workdir: str) -> int:
     import torch
     torch.set_num_threads(1)                     # tiny tensors; the machine is shared
     checker = importlib.import_module(ex.checker)
-    try:
-        with progress.learner_phase(f"running the top level of {code.filename}"):
-            fn = learner.load(code)
-        report = checker.run(fn, code)
-    except LearnerError as exc:
-        report = Report.error(ex.id, exc.kind, str(exc))
-    except learner.LearnerTimeout as exc:
-        report = Report(ex.id, "fail", reason=str(exc))
+    report, output, isolated = _graded(checker, ex, code)
     report.source, report.function, report.seconds = code.origin, code.function, time.perf_counter() - t0
+    report.output, report.isolated = output, isolated
     own, ranks = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     report.cpu_seconds = own.ru_utime + own.ru_stime + ranks.ru_utime + ranks.ru_stime
     data = report.to_json()
-    data["picture"] = report.picture
+    data["picture"], data["output"] = report.picture, report.output
     tmp = os.path.join(workdir, "result.json.tmp")
     with open(tmp, "w") as f:
         json.dump(data, f)

@@ -1,5 +1,5 @@
 """The learner's code: read from a file or taken from a notebook function, checked statically in the
-caller, executed only in a process the check starts (``child.py``).
+caller, executed only in the learner's jailed process (``jailed.py``; the check talks to it, ``session.py``).
 
 A function defined in a notebook cell travels as source (``inspect.getsource``) together with what it
 uses from the notebook's globals: modules become ``import`` lines, plain constants their ``repr``, other
@@ -12,10 +12,8 @@ import ast
 import dis
 import importlib
 import inspect
-import linecache
+import json
 import os
-import signal
-import sys
 import textwrap
 import traceback
 import types
@@ -26,10 +24,13 @@ from explainer.workshop.report import LearnerError
 
 
 CONSTANTS = (bool, int, float, str, bytes, type(None))
+MAX_SOURCE = 1_000_000           # bytes of a submission's source (checked before it is read)
+MAX_NOTEBOOK = 8_000_000         # bytes of a handed-in notebook (its outputs count)
 
 
-class LearnerTimeout(Exception):
-    """The learner's code did not return within its budget (a fail, not bad input)."""
+class LearnerLimit(Exception):
+    """The learner's code hit a limit: its time budget, memory, processes, CPU time, or its process ended
+    (a fail that names what happened, not bad input)."""
 
 
 @dataclass
@@ -38,24 +39,58 @@ class LearnerCode:
     filename: str        # as the learner knows it: the file's name, or "<cell: NAME>"
     function: str        # the function the exercise calls
     origin: str          # shown in reports: the path, or "function NAME"
-    directory: str = ""  # a file's folder (its sibling modules may be imported)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def from_file(path: str | os.PathLike, function: str) -> LearnerCode:
+def from_file(path: str | os.PathLike, function: str, exercise: str = "") -> LearnerCode:
+    """A .py file, or the exercise's cell of a handed-in notebook (the cell tagged ``exercise:ID``).
+    The size is capped before anything is read; a symlink is refused (it could point anywhere)."""
     p = Path(path)
+    if p.is_symlink():
+        raise LearnerError("missing-file", f"{str(path)!r} is a symlink; hand in the file itself")
     if not p.is_file():
         raise LearnerError("missing-file", f"no such file: {str(path)!r} (give a .py file that defines "
                                            f"{function}, or a folder of them)")
+    notebook = p.suffix.lower() == ".ipynb"
+    cap = MAX_NOTEBOOK if notebook else MAX_SOURCE
+    size = p.stat().st_size
+    if size > cap:
+        raise LearnerError("too-large", f"{str(path)!r} is {size / 1e6:.1f} MB; a submission may be at most "
+                                        f"{cap / 1e6:g} MB")
     try:
-        source = p.read_text(encoding="utf-8")
+        with open(p, "rb") as f:
+            data = f.read(cap + 1)[:cap]
+        source = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LearnerError("missing-file", f"cannot read {str(path)!r}: {exc}") from None
-    code = LearnerCode(source, p.name, function, str(path), str(p.resolve().parent))
+    if notebook:
+        source = notebook_cell(source, exercise, str(path))
+    code = LearnerCode(source, p.name, function, str(path))
     static_check(code)
     return code
+
+
+def notebook_cell(text: str, exercise: str, where: str) -> str:
+    """The source of the code cell tagged ``exercise:ID`` (as ``exercises.ipynb`` marks each exercise)."""
+    try:
+        nb = json.loads(text)
+        cells = [c for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"]
+    except (ValueError, AttributeError, RecursionError):
+        raise LearnerError("missing-file", f"{where!r} is not a notebook (.ipynb JSON)") from None
+    tag = f"exercise:{exercise}"
+    for c in cells:
+        tags = (c.get("metadata") or {}).get("tags") or []
+        if isinstance(tags, list) and tag in tags:
+            src = c.get("source", "")
+            source = "".join(src) if isinstance(src, list) else str(src)
+            if len(source.encode()) > MAX_SOURCE:
+                raise LearnerError("too-large", f"{where!r}: the cell tagged {tag} is larger than "
+                                                f"{MAX_SOURCE / 1e6:g} MB")
+            return source
+    raise LearnerError("missing-function", f"{where!r} has no code cell tagged {tag} (the exercise notebook's "
+                                           f"answer cell carries it)")
 
 
 def from_function(fn, function: str) -> LearnerCode:
@@ -173,65 +208,9 @@ def describe(exc: BaseException, filename: str) -> str:
     return f"{type(exc).__name__}" + (f": {msg}" if msg else "") + (f" (at {at})" if at else "")
 
 
-def load(code: LearnerCode):
-    """Execute the learner's module in this process and return its function (child side only)."""
-    module = types.ModuleType("learner_solution")
-    module.__file__ = code.filename
-    linecache.cache[code.filename] = (len(code.source), None, code.source.splitlines(True), code.filename)
-    if code.directory:
-        if code.directory not in sys.path:
-            sys.path.append(code.directory)
-    try:
-        with time_limit(budget(), f"running the top level of {code.filename}"):
-            exec(compile(code.source, code.filename, "exec"), module.__dict__)
-    except LearnerTimeout:
-        raise
-    except BaseException as exc:                          # noqa: BLE001 - anything the learner's code raised
-        raise LearnerError("exception", f"running {code.filename} raised {describe(exc, code.filename)}") from None
-    fn = module.__dict__.get(code.function)
-    if not callable(fn):
-        raise LearnerError("missing-function", f"{code.origin}: {code.function} is a "
-                                               f"{type(fn).__name__}, not a function")
-    return fn
-
-
 def budget() -> float:
     """Seconds the learner's code may take per call (``EXPLAINER_WORKSHOP_BUDGET``, default 10)."""
     try:
         return max(0.5, float(os.environ.get("EXPLAINER_WORKSHOP_BUDGET", "10")))
     except ValueError:
         return 10.0
-
-
-class time_limit:
-    """SIGALRM after ``seconds`` raises ``LearnerTimeout`` in the main thread (pure-Python hangs); the parent's
-    watchdog ends the process for anything SIGALRM cannot interrupt."""
-
-    def __init__(self, seconds: float, what: str):
-        self.seconds, self.what = seconds, what
-
-    def _fire(self, signum, frame):
-        raise LearnerTimeout(f"{self.what} did not return within {self.seconds:g} s (an endless loop or a wait?)")
-
-    def __enter__(self):
-        self.prev = signal.signal(signal.SIGALRM, self._fire)
-        signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    def __exit__(self, *exc):
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, self.prev)
-        return False
-
-
-def call(fn, *args, filename: str, what: str):
-    """Call the learner's function under the time limit; its exceptions become ``LearnerError`` (exit 2)."""
-    try:
-        with time_limit(budget(), what):
-            return fn(*args)
-    except LearnerTimeout:
-        raise
-    except BaseException as exc:                          # noqa: BLE001
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise LearnerError("exception", f"{what} raised {describe(exc, filename)}") from None

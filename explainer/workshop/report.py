@@ -1,8 +1,9 @@
 """What a workshop check returns: a verdict, its named checks, the reason and where, and the picture data.
 
 Statuses and the command line's exit codes: ``pass`` 0, ``fail`` 1 (the reason says what and where),
-``error`` 2 (bad input: unknown id, missing file or function, syntax error, unknown field name, an
-exception raised by the learner's code).
+``error`` 2 (bad input: unknown id, missing, oversized or symlinked file, missing function, syntax error,
+unknown field name, an exception raised by the learner's code). A limit the learner's code hits (time,
+memory, processes, CPU time, a signal) is a ``fail`` that names the limit.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Report:
     output: str = ""                             # what the learner's code printed (tail)
     process_ids: list[int] = field(default_factory=list, repr=False)   # the check's process group (sandbox)
     check_pid: int | None = None
+    isolated: bool = True                        # False: the learner's code ran under rlimits only (no jail)
 
     @property
     def passed(self) -> bool:
@@ -63,7 +65,8 @@ class Report:
                 "function": self.function, "error": None if self.status != "error" else
                 {"kind": self.error_kind, "message": self.reason},
                 "checks": [c.to_json() for c in self.checks], "figures": self.figures,
-                "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2)}
+                "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2),
+                "isolated": self.isolated}
 
     @classmethod
     def from_json(cls, d: dict) -> "Report":
@@ -71,7 +74,7 @@ class Report:
                    checks=[Check(**c) for c in d.get("checks", [])], source=d.get("source", ""),
                    function=d.get("function", ""), error_kind=(d.get("error") or {}).get("kind"),
                    figures=d.get("figures", {}), picture=d.get("picture", {}), seconds=d.get("seconds", 0.0),
-                   cpu_seconds=d.get("cpu_seconds", 0.0),
+                   cpu_seconds=d.get("cpu_seconds", 0.0), isolated=d.get("isolated", True),
                    output=d.get("output", ""))
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Run one check in its own process group, bounded in time, and leave nothing behind.
+"""Run one trusted check process in its own process group, bounded in time, and leave nothing behind.
 
 The check process is forked from a warm forkserver (torch and the engine already imported, so a check
 in a notebook or a folder of checks pays the imports once) and runs ``child.main`` in a new session: it
@@ -6,7 +6,13 @@ and everything it starts (the gate's rank processes, whatever the learner's code
 process group, which ends with the check: on success, failure, a hang (the watchdog) or an interrupt.
 Every pid seen in the group is remembered so that shared-memory segments a killed rank created (named
 with its pid) are unlinked too. The forkserver is multiprocessing's (shared with ``distributed.launch``);
-it imports modules and runs no learner code.
+it imports modules and runs no learner code. Neither does the check process: the learner's code runs in
+the jail it starts (``session.py``, ``jail.py``), which ends with it.
+
+The check process dies with its parent (``PR_SET_PDEATHSIG``), so a SIGKILLed grading command takes it
+(and the jail, and the rank processes) along. Its work folder is named after the grading command's pid
+(``explainer-workshop-PID-*``) and records the check process; the next run removes the folders of
+grading commands that are gone and ends any process of theirs still running (``sweep``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
+from explainer.distributed.procs import die_with_parent, pid_alive
 from explainer.workshop import child
 from explainer.workshop.learner import LearnerCode
 from explainer.workshop.report import Report
@@ -103,10 +110,12 @@ def _start(work: Path):
 
 
 def _entry(workdir: str, env: dict) -> None:
-    """In the check process: own session, output to a file, the caller's EXPLAINER_* settings, then the check."""
+    """In the check process: own session, dies with its parent, output to a file, the caller's EXPLAINER_*
+    settings, then the check."""
     code = 1
     try:
         os.setsid()
+        die_with_parent()
         fd = os.open(os.path.join(workdir, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -132,8 +141,48 @@ def _sweep_prefix(prefix: str) -> None:
                     os.unlink(os.path.join(SHM_DIR, name))
 
 
+PREFIX = "explainer-workshop-"
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def sweep(root: str | None = None) -> list[str]:
+    """Remove what killed grading commands left: their work folders, and their check's process group if it
+    still runs (matched by pid and start time). Returns the folders removed."""
+    root = root or tempfile.gettempdir()
+    removed = []
+    for name in os.listdir(root):
+        owner = name[len(PREFIX):].split("-", 1)[0]
+        path = os.path.join(root, name)
+        if not name.startswith(PREFIX) or not owner.isdigit() or pid_alive(int(owner)) or os.path.islink(path):
+            continue
+        try:
+            rec = json.loads(Path(path, "check.json").read_text())
+            if _start_time(rec["pid"]) == rec["start"]:
+                _end_group(rec["pid"], set())
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 def run(exercise: str, code: LearnerCode) -> Report:
-    work = Path(tempfile.mkdtemp(prefix="explainer-workshop-"))
+    sweep()
+    work = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+    try:
+        return _run(work, exercise, code)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(work: Path, exercise: str, code: LearnerCode) -> Report:
     (work / "request.json").write_text(json.dumps({"exercise": exercise, "code": code.to_json()}))
     progress, result = work / "progress.jsonl", work / "result.json"
     t0, cap, seen = time.monotonic(), hard_cap(), set()
@@ -142,6 +191,7 @@ def run(exercise: str, code: LearnerCode) -> Report:
     try:
         proc = _start(work)
         seen.add(proc.pid)
+        (work / "check.json").write_text(json.dumps({"pid": proc.pid, "start": _start_time(proc.pid)}))
         next_scan = 0.0
         while proc.exitcode is None:
             now = time.monotonic()
@@ -169,14 +219,21 @@ def run(exercise: str, code: LearnerCode) -> Report:
                 for pid in seen:
                     shm.sweep_segments_of(pid)
             _sweep_prefix(f"workshop{proc.pid}n")          # the gate check's SHM group names
-    try:
-        output = (work / "output.txt").read_text(errors="replace")[-2000:]
-        report = _report(exercise, code, killed, result, progress, proc, time.monotonic() - t0, output)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    output = _tail(work / "output.txt")
+    report = _report(exercise, code, killed, result, progress, proc, time.monotonic() - t0, output)
     report.process_ids = sorted(seen)               # every process of the check's group (for tests)
     report.check_pid = proc.pid
     return report
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    """The end of the check process's own output (trusted code: tracebacks of an internal error)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _report(exercise, code, killed, result, progress, proc, seconds, output) -> Report:
@@ -186,7 +243,7 @@ def _report(exercise, code, killed, result, progress, proc, seconds, output) -> 
                       seconds=seconds, output=output)
     if result.exists():
         report = Report.from_json(json.loads(result.read_text()))
-        report.seconds, report.output = seconds, output
+        report.seconds = seconds
         return report
     last = _last_phase(progress)
     where = last["phase"] if last else "starting"
