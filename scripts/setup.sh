@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything explainer needs on a Debian-like machine and says what it does, one line per phase
 # with its time (long phases print a progress line every 10 s):
-#   apt      the graphviz `dot` binary (for tests also Debian's chromium and npm) when missing
+#   apt      the graphviz `dot` binary and bubblewrap's `bwrap` (for tests also Debian's chromium and npm) when missing
 #   venv     a virtual environment ($VENV, default .venv)
 #   torch    torch==2.13.0, the CPU build; stops with instructions if pip would pull the multi-GB CUDA build
 #   pip      the package with its extras: lab = what the notebooks need (notebooks, hf); test = that + test tools
@@ -129,6 +129,9 @@ EOF
 # --- apt ------------------------------------------------------------------------------------------
 phase apt
 apt_install dot graphviz
+# bubblewrap: the workshop checks' jail for the learner's code (Flatpak's sandbox: no daemon, Linux
+# namespaces, works unprivileged); without it checks run under rlimits only and say they are not isolated
+apt_install bwrap bubblewrap
 if [ "$want" = test ]; then
   apt_install chromium chromium fonts-dejavu-core
   [ -f "$VENV/share/explainer-js/dist/embed-amd.js" ] || apt_install npm npm

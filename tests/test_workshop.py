@@ -200,7 +200,7 @@ def test_command_bad_input(args, needle):
 
 def test_empty_folder_is_bad_input(tmp_path):
     proc = cli("check", "accept", tmp_path)
-    assert proc.returncode == 2 and "holds no .py files" in proc.stderr
+    assert proc.returncode == 2 and "holds no .py or .ipynb files" in proc.stderr
 
 
 def test_list_names_every_exercise_with_notebook_and_minutes():
@@ -212,26 +212,15 @@ def test_list_names_every_exercise_with_notebook_and_minutes():
 
 def test_accept_checker_runs_the_learners_rule_inside_the_real_sampler(tmp_path):
     """The 'real entropies' check records what the sampler's accept rule sees during a real generation, and
-    'whole generation' generates with the learner's rule in its place: both go through the sampler module that
-    calls it, so the learner's function is called there too (fails if the checker patches a name the sampler
-    does not look up)."""
-    log = tmp_path / "calls.txt"
-    path = tmp_path / "logging_solution.py"
-    path.write_text(textwrap.dedent(f"""\
-        import torch
-
-
-        def entropy_bound_accept(entropy, bound):
-            with open({str(log)!r}, "a") as f:
-                f.write(f"{{list(entropy.shape)}} {{bound}}\\n")
-            h, order = torch.sort(entropy, dim=-1)
-            keep = torch.cumsum(h, dim=-1) - h <= bound
-            return torch.zeros_like(keep).scatter_(-1, order, keep)
-        """))
+    'whole generation' generates with the learner's rule in its place: the sampler's calls go over the pipe
+    to the learner's jail, so the jail answers more calls than there are cases (fails if the checker patches
+    a name the sampler does not look up: then only the cases reach the learner's function)."""
+    path = tmp_path / "solution.py"
+    path.write_text("import torch\n\n\n" + "def entropy_bound_accept(entropy, bound):\n" + textwrap.indent(
+        ACCEPT["solution"], "    ") + "\n")
     proc = cli("check", "accept", path, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     real = next(c for c in data["checks"] if c["name"].startswith("real entropies"))
     assert real["detail"] == "6 cases equal"
-    calls = log.read_text().splitlines()
-    assert len(calls) > data["figures"]["cases"]        # every case once, and the generation's own calls
+    assert data["figures"]["calls to your function"] > data["figures"]["cases"]

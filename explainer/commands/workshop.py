@@ -1,8 +1,11 @@
-"""``python -m explainer workshop list`` and ``python -m explainer workshop check ID FILE|DIR [--json]``.
+"""``python -m explainer workshop list`` and ``python -m explainer workshop check ID FILE|DIR [--json] [--csv FILE]``.
 
-Exit codes: 0 passed, 1 failed (the reason says what and where), 2 bad input (unknown
-id, missing file or function, syntax error, unknown field name, an exception raised by the learner's code).
-A folder is graded file by file (a table, one row per file): 0 when every file passes, else 1.
+Exit codes: 0 passed, 1 failed (the reason says what and where, a limit the learner's code hit included),
+2 bad input (unknown id, missing, oversized (> 1 MB) or symlinked file, missing function, syntax error,
+unknown field name, an exception raised by the learner's code). A folder is graded file by file (.py and
+.ipynb; a table, one row per file, the other entries listed as skipped with the reason): 0 when every
+file passes, else 1; ``--csv FILE`` also writes the gradebook. Ctrl-C prints the rows finished and exits 130.
+Where the learner's code cannot be jailed, one line on stderr says the checks are not isolated.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import sys
 from pathlib import Path
 
 from explainer.errors import UsageError
-from explainer.workshop import EXERCISES, check_file, get, grading, sandbox
+from explainer.workshop import EXERCISES, check_file, get, grading, jail, sandbox
 
 
 HELP = "workshop exercises: list them, or check a solution file (or a folder of them) with the real engine"
@@ -23,6 +26,7 @@ def configure(parser):
     parser.add_argument("exercise", nargs="?", metavar="ID", help="exercise id (see `workshop list`)")
     parser.add_argument("path", nargs="?", metavar="FILE|DIR", help="a .py file defining the function, or a folder")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--csv", metavar="FILE", help="with a folder: also write the gradebook (one row per file)")
 
 
 def run(args) -> int:
@@ -44,8 +48,11 @@ def run(args) -> int:
     if not args.path:
         raise UsageError(f"check {ex.id} needs a FILE (defining {ex.function}) or a DIR of .py files")
     path = Path(args.path)
-    if path.is_dir():
-        return _folder(ex.id, path, args.json)
+    if path.is_dir() and not path.is_symlink():
+        return _folder(ex.id, path, args.json, args.csv)
+    if args.csv:
+        raise UsageError("--csv writes a folder's gradebook; give a folder (DIR) to grade")
+    _notice()
     report = check_file(ex.id, path)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
@@ -56,13 +63,31 @@ def run(args) -> int:
     return report.exit_code
 
 
-def _folder(exercise_id: str, folder: Path, as_json: bool) -> int:
-    files = grading.submissions(folder)                  # bad input before any work
-    print(f"grading {len(files)} file(s) for {exercise_id} ...", file=sys.stderr, flush=True)
-    reports = grading.grade(exercise_id, folder, on_report=lambda r: print(
-        f"  {Path(r.source).name}: {r.status}", file=sys.stderr, flush=True))
+def _notice() -> None:
+    line = jail.notice()
+    if line:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None) -> int:
+    files, skipped = grading.survey(folder)              # bad input before any work
+    print(f"grading {len(files)} file(s) for {exercise_id} ..." + (f" ({len(skipped)} other entries skipped)"
+                                                                    if skipped else ""), file=sys.stderr, flush=True)
+    _notice()
+    interrupted = False
+    try:
+        reports = grading.grade(exercise_id, folder, on_report=lambda r: print(
+            f"  {Path(r.source).name}: {r.status}", file=sys.stderr, flush=True))
+    except grading.Interrupted as exc:
+        reports, interrupted = exc.reports, True
     if as_json:
-        print(json.dumps(grading.summary_json(exercise_id, reports), indent=2))
+        print(json.dumps({**grading.summary_json(exercise_id, reports, skipped), "interrupted": interrupted},
+                         indent=2))
     else:
-        print(grading.table(reports))
+        print(grading.table(reports, skipped))
+    if csv_path:
+        grading.write_csv(csv_path, exercise_id, reports, skipped)
+    if interrupted:
+        print(f"interrupted: {len(reports)} of {len(files)} file(s) graded", file=sys.stderr, flush=True)
+        return 130
     return 0 if all(r.passed for r in reports) else 1

@@ -141,8 +141,8 @@ def command(argv: list[str]) -> list[str]:
     args += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--clearenv",
              "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
              "--setenv", "LANG", "C.UTF-8", "--setenv", "OMP_NUM_THREADS", "1"]
-    if os.environ.get("PYTHONPATH"):
-        args += ["--setenv", "PYTHONPATH", os.environ["PYTHONPATH"]]
+    path = [str(PACKAGE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    args += ["--setenv", "PYTHONPATH", os.pathsep.join(path)]          # the same package as the grader's
     return args + ["--", *argv]
 
 

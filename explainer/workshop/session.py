@@ -38,7 +38,7 @@ class Learner:
         self.code, self.calls = code, 0
         self.isolated, self.why = jail.available()
         uid = jail.jail_uid(os.getpid())
-        argv = jail.python_argv(uid if jail.is_root() else None)
+        argv = jail.python_argv(uid if jail.is_root() and self.isolated else None)   # see _fallback_cwd
         limits = jail.limits(uid)
 
         def preexec():
@@ -188,11 +188,8 @@ class Learner:
 
 
 def _fallback_cwd(uid: int) -> str:
-    """Not isolated: the learner's process starts in an empty folder of its own, inside the check's work
-    folder (made traversable for the learner's uid; removed with it)."""
-    os.chmod(".", 0o711)
+    """Not isolated: the learner's process starts in an empty folder of its own inside the check's work
+    folder (removed with it), as the caller's user (the package may sit where no other uid can read it)."""
     path = os.path.abspath("learner")
     os.makedirs(path, exist_ok=True)
-    if jail.is_root():
-        os.chown(path, uid, uid)
     return path

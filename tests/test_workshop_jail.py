@@ -1,0 +1,191 @@
+"""A grader that cannot be fooled: the attacks of ``tests/workshop_attacks/`` graded with the command line.
+
+Each test fails on a grader that runs the learner's code in the process that computes the verdict (the
+design before the jail; the notes of the change list which attacks passed there). The grading command runs
+on a copy of the package in a temporary folder (PYTHONPATH), so an attack that did get through could
+only damage the copy; the copy is compared with the checkout afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from explainer.workshop import jail
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not jail.available()[0], reason=f"no jail here: "
+                                                                                    f"{jail.available()[1]}")]
+REPO = Path(__file__).resolve().parents[1]
+ATTACKS = REPO / "tests" / "workshop_attacks"
+STUB = "import torch\n\n\ndef entropy_bound_accept(entropy, bound):\n    return torch.zeros_like(entropy, dtype=torch.bool)\n"
+
+
+@pytest.fixture(scope="module")
+def pkg(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pkg")
+    os.chmod(root, 0o755)
+    shutil.copytree(REPO / "explainer", root / "explainer", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def cli(pkg, *args, timeout=300, **kw):
+    env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "3"}
+    return subprocess.run([sys.executable, "-m", "explainer", "workshop", *map(str, args)], capture_output=True,
+                          text=True, cwd=pkg, env=env, timeout=timeout, **kw)
+
+
+def markers(tag: str = "4242.") -> list[str]:
+    """Processes an attack left (they run `sleep 4242.NN`)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmd.startswith("sleep ") and tag in cmd:
+            found.append(f"{entry}: {cmd}")
+    return found
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    for p in a.rglob("*"):
+        if "__pycache__" in p.parts or not p.is_file():
+            continue
+        if p.read_bytes() != (b / p.relative_to(a)).read_bytes():
+            return False
+    return True
+
+
+@pytest.mark.parametrize("attack", ["forged_result", "patched_checker", "patched_reference", "torch_equal"])
+def test_a_wrong_answer_cannot_forge_its_verdict(pkg, attack):
+    proc = cli(pkg, "check", "accept", ATTACKS / f"{attack}.py", "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["passed"] is False and data["status"] == "fail", proc.stdout[-2000:]
+
+
+def test_output_injection_does_not_reach_the_graders_stdout(pkg):
+    proc = cli(pkg, "check", "accept", ATTACKS / "stdout_injection.py", "--json")
+    data = json.loads(proc.stdout)                         # exactly one object: nothing was written beside it
+    assert "FORGED" not in proc.stdout and data["passed"] is False and proc.returncode == 1
+
+
+def test_tampering_with_the_package_and_checkpoint_changes_nothing(pkg, tmp_path):
+    for attack in ("tamper_package", "tamper_checkpoint"):
+        cli(pkg, "check", "accept", ATTACKS / f"{attack}.py")
+    assert _same_tree(REPO / "explainer", pkg / "explainer")
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    assert cli(pkg, "check", "accept", stub).returncode == 1
+    assert cli(pkg, "check", "accept", ATTACKS / "solution.py").returncode == 0
+
+
+def test_one_submission_cannot_import_another(pkg, tmp_path):
+    for name in ("solution.py", "copycat.py"):
+        shutil.copy(ATTACKS / name, tmp_path / name)
+    proc = cli(pkg, "check", "accept", tmp_path / "copycat.py")
+    assert proc.returncode == 2 and "No module named 'solution'" in proc.stderr
+
+
+@pytest.mark.parametrize("attack, exercise", [("setsid_daemon", "accept"), ("double_fork", "accept"),
+                                              ("daemon_forges_later", "accept"), ("gate_fork_burst", "tensor-dict-gate")])
+def test_no_process_outlives_its_check(pkg, tmp_path, attack, exercise):
+    proc = cli(pkg, "check", exercise, ATTACKS / f"{attack}.py")
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-500:]    # correct answers: they pass
+    time.sleep(0.5)
+    assert markers() == []
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    assert cli(pkg, "check", "accept", stub).returncode == 1                  # and a later check is its own
+
+
+def test_limits_are_named(pkg):
+    mem = cli(pkg, "check", "accept", ATTACKS / "memory_hog.py")
+    assert mem.returncode == 1 and "hit the memory limit" in mem.stdout
+    t0 = time.monotonic()
+    dodge = cli(pkg, "check", "accept", ATTACKS / "watchdog_dodge.py")
+    assert dodge.returncode == 1 and "did not return within 3 s (the time limit" in dodge.stdout
+    assert time.monotonic() - t0 < 60                     # the check's deadline, not the 120 s hard cap
+    bomb = cli(pkg, "check", "accept", ATTACKS / "fork_bomb.py")
+    assert bomb.returncode == 1 and markers() == []
+
+
+def test_huge_file_is_refused_before_it_is_read(pkg, tmp_path):
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 9_000_000)                   # 54 MB
+    proc = cli(pkg, "check", "accept", big)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "a submission may be at most 1 MB" in proc.stderr
+
+
+def test_huge_output_keeps_the_grader_under_500_mb(pkg):
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "3"}
+    out = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "explainer", "workshop", "check",
+                          "accept", str(ATTACKS / "huge_output.py")], capture_output=True, text=True, env=env,
+                         cwd=pkg, timeout=300)
+    peak_mb = int(out.stdout.strip()) / 1024                # the largest process of the grading command's tree
+    print(f"peak RSS with 400 MB printed: {peak_mb:.0f} MB")
+    assert peak_mb < 500
+
+
+def test_no_network_in_the_jail(pkg, tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.1)
+    path = tmp_path / "net.py"
+    path.write_text(f"import socket\nsocket.create_connection(('127.0.0.1', {server.getsockname()[1]}), 2)\n"
+                    f"def entropy_bound_accept(e, b):\n    return e > 0\n")
+    proc = cli(pkg, "check", "accept", path)
+    assert proc.returncode == 2 and "ConnectionRefusedError" in proc.stderr
+    with pytest.raises(socket.timeout):
+        server.accept()
+    server.close()
+
+
+def test_a_killed_grader_leaves_nothing_after_the_next_run(pkg, tmp_path):
+    path = tmp_path / "slow.py"
+    path.write_text("import os, time\nif os.fork() == 0:\n    os.execv('/bin/sleep', ['sleep', '4242.41'])\n"
+                    "time.sleep(100)\ndef entropy_bound_accept(e, b):\n    return e > 0\n")
+    env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "60"}
+    grader = subprocess.Popen([sys.executable, "-m", "explainer", "workshop", "check", "accept", str(path)],
+                              cwd=pkg, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not markers("4242.41") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert markers("4242.41"), "the submission never started"
+    grader.send_signal(signal.SIGKILL)
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while markers("4242.41") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert markers("4242.41") == []                          # the jail died with the check, the check with the grader
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    left = list(tmp.glob(f"explainer-workshop-{grader.pid}-*"))
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    cli(pkg, "check", "accept", stub)
+    assert not [p for p in left if p.exists()]              # the next run swept the killed one's folder
+
+
+def test_not_isolated_is_said_in_one_line(pkg, tmp_path):
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "3", "EXPLAINER_WORKSHOP_JAIL": "off"}
+    proc = subprocess.run([sys.executable, "-m", "explainer", "workshop", "check", "accept", str(stub), "--json"],
+                          capture_output=True, text=True, cwd=pkg, env=env, timeout=300)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["isolated"] is False
+    notes = [line for line in proc.stderr.splitlines() if "not isolated" in line]
+    assert len(notes) == 1 and "rlimits only" in notes[0]
