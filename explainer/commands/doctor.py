@@ -7,10 +7,20 @@ each ✗ row is followed by the command that fixes it.
 import json
 import sys
 
-from explainer.doctor import run_checks
+from explainer.doctor import CHECKS, Check, run_checks
+from explainer.workshop import jail
 
-HELP = ("check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint; "
-        "optional: the vLLM 0.32 environment)")
+HELP = ("check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint, "
+        "the workshop jail; optional: the vLLM 0.32 environment)")
+
+
+def check_workshop_jail() -> Check:
+    """bubblewrap making the workshop checks' jail (a real ``bwrap`` run with the jail's namespaces and binds)."""
+    jail.available.cache_clear()
+    ok, why = jail.available()
+    return Check("workshop jail", ok, "bubblewrap: learner code runs isolated (namespaces, unprivileged uid)"
+                 if ok else f"not isolated: {why}",
+                 "" if ok else "sudo apt-get install bubblewrap (Linux; elsewhere checks run under rlimits only)")
 
 
 def configure(parser):
@@ -35,7 +45,7 @@ def run(args):
         if not r.ok:
             print(f"  {'':{width}s}fix: {r.fix}", flush=True)
 
-    rows = run_checks(on_row=None if args.json else show)
+    rows = run_checks((*CHECKS, check_workshop_jail), on_row=None if args.json else show)
     failed = [r for r in rows if not r.ok and not r.optional]
     optional = [r for r in rows if not r.ok and r.optional]
     if args.json:
