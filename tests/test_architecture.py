@@ -68,6 +68,10 @@ FUNCTION_LEVEL = {
                                            "loads in the check process only",
     ("explainer.workshop.sandbox", "explainer.distributed.device_communicators"):
         "the grader sweeps a dead check's segments without loading torch until it must",
+    ("explainer.workshop.jailed", "torch"): "the jail imports torch only for the exercise that hands it tensors "
+                                            "(the gate and sync-fields jails start without it)",
+    ("explainer.workshop.jailed", "torch.distributed"): "only a gate that reads device_communicator.dist_module "
+                                                        "on a fallback communicator needs the module",
 }
 # Imports by name (importlib), on purpose: plugin-style discovery the graph cannot see.
 BY_NAME = {
