@@ -127,15 +127,19 @@ def test_huge_file_is_refused_before_it_is_read(pkg, tmp_path):
     assert "a submission may be at most 1 MB" in proc.stderr
 
 
-def test_huge_output_keeps_the_grader_under_500_mb(pkg):
+@pytest.mark.parametrize("case", ["huge_output", "one_mb_of_statements"])
+def test_the_grader_stays_under_500_mb(pkg, tmp_path, case):
+    path = ATTACKS / "huge_output.py"
+    if case == "one_mb_of_statements":                      # just under the cap: the most a file can make us parse
+        path = tmp_path / "statements.py"
+        path.write_text("x = 1\n" * 166_000 + "def entropy_bound_accept(e, b):\n    return e > 1e9\n")
     probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "3"}
     out = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "explainer", "workshop", "check",
-                          "accept", str(ATTACKS / "huge_output.py")], capture_output=True, text=True, env=env,
-                         cwd=pkg, timeout=300)
+                          "accept", str(path)], capture_output=True, text=True, env=env, cwd=pkg, timeout=300)
     peak_mb = int(out.stdout.strip()) / 1024                # the largest process of the grading command's tree
-    print(f"peak RSS with 400 MB printed: {peak_mb:.0f} MB")
+    print(f"peak RSS ({case}): {peak_mb:.0f} MB")
     assert peak_mb < 500
 
 
@@ -189,3 +193,25 @@ def test_not_isolated_is_said_in_one_line(pkg, tmp_path):
     assert proc.returncode == 1 and data["isolated"] is False
     notes = [line for line in proc.stderr.splitlines() if "not isolated" in line]
     assert len(notes) == 1 and "rlimits only" in notes[0]
+
+
+def test_ctrl_c_during_a_folder_prints_the_finished_rows_and_exits_130(pkg, tmp_path):
+    (tmp_path / "a_stub.py").write_text(STUB)
+    (tmp_path / "b_slow.py").write_text("import time\ntime.sleep(100)\ndef entropy_bound_accept(e, b):\n"
+                                        "    return e > 0\n")
+    (tmp_path / "c_stub.py").write_text(STUB)
+    env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "60"}
+    grader = subprocess.Popen([sys.executable, "-m", "explainer", "workshop", "check", "accept", str(tmp_path)],
+                              cwd=pkg, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in grader.stderr:                              # the first row is done: b_slow.py is running
+        if "a_stub.py: fail" in line:
+            break
+    time.sleep(2)
+    grader.send_signal(signal.SIGINT)
+    out, err = grader.communicate(timeout=60)
+    assert grader.returncode == 130, err
+    rows = out.splitlines()
+    assert any(r.startswith("a_stub.py") and " FAIL " in r for r in rows)
+    assert not any(r.startswith(("b_slow.py", "c_stub.py")) for r in rows) and rows[-1] == "0/1 passed"
+    assert "interrupted: 1 of 3 file(s) graded" in err and "Traceback" not in err
+    assert not list(Path("/tmp").glob(f"explainer-workshop-{grader.pid}-*"))

@@ -26,6 +26,7 @@ from explainer.workshop.report import LearnerError
 CONSTANTS = (bool, int, float, str, bytes, type(None))
 MAX_SOURCE = 1_000_000           # bytes of a submission's source (checked before it is read)
 MAX_NOTEBOOK = 8_000_000         # bytes of a handed-in notebook (its outputs count)
+FORK_ABOVE = 100_000             # characters of source above which the static check compiles in a child
 
 
 class LearnerLimit(Exception):
@@ -173,22 +174,47 @@ def _bundle(fn, parts: dict[str, str], seen: set[str]) -> None:
 
 
 def static_check(code: LearnerCode) -> None:
-    """Before any work: the source compiles and defines ``code.function`` at top level."""
+    """Before any work: the source compiles and defines ``code.function`` at top level. A large source is
+    compiled in a forked child (a 1 MB file of one-line statements peaks at ~270 MB while compiling), so the
+    grading command's own memory stays what it was."""
+    if len(code.source) <= FORK_ABOVE or not hasattr(os, "fork"):
+        _static_check(code)
+        return
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                          # the child: compile, say the verdict, exit
+        os.close(r)
+        try:
+            _static_check(code)
+            msg = None
+        except LearnerError as exc:
+            msg = [exc.kind, str(exc)[:2000]]
+        except BaseException as exc:                      # noqa: BLE001 - e.g. MemoryError, RecursionError
+            msg = ["syntax-error", f"{code.filename} cannot be compiled ({type(exc).__name__})"]
+        os.write(w, json.dumps(msg).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read(8192)
+    os.waitpid(pid, 0)
+    msg = json.loads(data) if data else ["syntax-error", f"{code.filename} cannot be compiled"]
+    if msg:
+        raise LearnerError(*msg)
+
+
+def _static_check(code: LearnerCode) -> None:
+    """Compiled to bytecode, not to Python AST objects (those cost ~2.4 kB per one-line statement)."""
     try:
-        tree = ast.parse(code.source, code.filename)
-    except SyntaxError as exc:
+        module = compile(code.source, code.filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        if not isinstance(exc, SyntaxError):
+            raise LearnerError("syntax-error", f"{code.filename} cannot be compiled ({exc})") from None
         where = f"{code.filename} line {exc.lineno}" + (f": {exc.text.strip()}" if exc.text else "")
         raise LearnerError("syntax-error", f"syntax error in {where} ({exc.msg})") from None
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    names = {i.argval for i in dis.get_instructions(module) if i.opname in ("STORE_NAME", "STORE_GLOBAL")}
     if code.function not in names:
-        defined = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
+        defined = sorted(c.co_name for c in module.co_consts
+                         if isinstance(c, types.CodeType) and not c.co_name.startswith("<") and c.co_name in names)
         raise LearnerError("missing-function", f"{code.origin} defines no function {code.function}"
                            + (f" (it defines {', '.join(defined)})" if defined else ""))
 
