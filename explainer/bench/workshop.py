@@ -9,7 +9,11 @@ minimality runs):
 * notebook, warm: ``check_file`` in this process after one warm-up check (the checks fork from a warm
   forkserver); the check's own CPU time (its processes and ranks) is in the name.
 
-Goal: under 5 s wall per check.
+* the jail's own cost: the jailed Python (``jail.command``: bubblewrap's namespaces and binds) starting,
+  answering one request and exiting, against the same Python started without the jail; once bare (the
+  gate's and sync-fields' jail) and once importing torch first (the accept jail). Each check starts one jail.
+
+Goal: under 5 s wall per check; the jail adds under 0.5 s.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 
 from explainer.bench import Row
-from explainer.workshop import check_file
+from explainer.workshop import check_file, jail
 
 
 SOLUTIONS = {
@@ -34,6 +38,29 @@ SOLUTIONS = {
                          "    return bool(getattr(device_communicator, 'supports_tensor_dict', False))\n"),
 }
 GOAL_S = 5.0
+JAIL_GOAL_S = 0.5
+
+
+def _jailed_start(preload: str, jailed: bool) -> float:
+    uid = jail.jail_uid(0) if jail.is_root() and jailed else None
+    argv = jail.python_argv(uid)
+    req = (f'{{"op": "ready", "preload": [{preload!r}]}}\n' if preload else "").replace("'", '"') + '{"op": "exit"}\n'
+    t0 = time.perf_counter()
+    subprocess.run(jail.command(argv) if jailed else argv, input=req.encode(), check=True, capture_output=True,
+                   preexec_fn=jail.limits(uid or 0), cwd="/")
+    return time.perf_counter() - t0
+
+
+def jail_rows(reps: int) -> list[Row]:
+    if not jail.available()[0]:
+        return []
+    rows = []
+    for preload, what in (("", "bare Python"), ("torch", "importing torch")):
+        ours = statistics.median(_jailed_start(preload, True) for _ in range(reps))
+        base = statistics.median(_jailed_start(preload, False) for _ in range(reps))
+        rows.append(Row("workshop", f"the learner's jail ({what}): start, one answer, exit vs the same unjailed",
+                        ours, base, "s", ours / base, f"+ < {JAIL_GOAL_S:g} s", ours - base < JAIL_GOAL_S))
+    return rows
 
 
 def _wall(cmd: list[str]) -> float:
@@ -66,4 +93,4 @@ def run(quick: bool = False) -> list[Row]:
             wall, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
             rows.append(Row("workshop", f"check('{exercise}', ...) in a notebook, warm (CPU {cpu:.1f} s)", wall, None,
                             "s", None, f"< {GOAL_S:g} s", all(r[2] for r in runs) and wall < GOAL_S))
-    return rows
+    return rows + jail_rows(reps)

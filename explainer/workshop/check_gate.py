@@ -1,5 +1,5 @@
 """Checker ``tensor-dict-gate``: the learner's ``use_cpu_custom_send_recv(device_communicator) -> bool`` is
-the gate ``GroupCoordinator`` asks (``gate_fn``), inside real rank processes (vLLM PR #40150).
+the gate ``GroupCoordinator`` asks (``gate_fn``), in real rank processes (vLLM PR #40150).
 
 Two launches of two rank processes each (gloo on 127.0.0.1), each building vLLM's PP group and handing one
 PP intermediate-tensor dict from rank 0 to rank 1, as the ``comm-*`` scenarios do:

@@ -31,7 +31,7 @@ EXERCISES = {e.id: e for e in (
     Exercise("tensor-dict-gate", "use_cpu_custom_send_recv", "use_cpu_custom_send_recv(device_communicator) -> bool",
              "notebooks/workshop/exercises.ipynb", 12, "03_cpu_communicator: the #40150 gate",
              "explainer.workshop.check_gate",
-             "the GroupCoordinator's tensor-dict gate, asked inside real rank processes on one node and on two"),
+             "the GroupCoordinator's tensor-dict gate: its answers used by real rank processes on one node and on two"),
 )}
 
 
