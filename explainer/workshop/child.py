@@ -28,6 +28,9 @@ def _graded(checker, ex, code) -> tuple[Report, str, bool]:
     try:
         progress.phase("starting the learner's jailed process")
         jailed = session.Learner(code, preload=getattr(checker, "PRELOAD", ()))
+        if hasattr(checker, "prepare"):                   # the reference's own work while the jail starts
+            progress.phase("preparing the reference")
+            checker.prepare()
         with progress.learner_phase(f"running the top level of {code.filename}"):
             jailed.load()
         report = checker.run(jailed, code)

@@ -52,7 +52,8 @@ class Learner:
         self._reader = threading.Thread(target=self._read_output, daemon=True)
         self._reader.start()
         self._buf = b""
-        self._ask({"op": "ready", "preload": list(preload)}, STARTUP, "starting the jailed Python")
+        self._send({"op": "ready", "preload": list(preload)}, "starting the jailed Python")
+        self._ready = False                       # its answer is awaited in load(): the check works meanwhile
 
     def _read_output(self) -> None:
         while True:
@@ -71,6 +72,9 @@ class Learner:
         return text
 
     def load(self) -> None:
+        if not self._ready:
+            self._answer(self._line(STARTUP, "starting the jailed Python"), "starting the jailed Python", "")
+            self._ready = True
         c = self.code
         self._ask({"op": "load", "source": c.source, "filename": c.filename, "function": c.function}, budget(),
                   f"running the top level of {c.filename}", prefix=f"running {c.filename}")
@@ -84,13 +88,18 @@ class Learner:
             raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
         return value
 
-    def _ask(self, req: dict, seconds: float, what: str, prefix: str = "") -> dict:
+    def _send(self, req: dict, what: str) -> None:
         try:
             self.proc.stdin.write(json.dumps(req).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise LearnerLimit(f"{what}: {self._ended()}") from None
-        reply = self._line(seconds, what)
+
+    def _ask(self, req: dict, seconds: float, what: str, prefix: str = "") -> dict:
+        self._send(req, what)
+        return self._answer(self._line(seconds, what), what, prefix)
+
+    def _answer(self, reply: dict, what: str, prefix: str) -> dict:
         err = reply.get("error")
         if err is None:
             return reply
