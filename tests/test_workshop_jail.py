@@ -215,3 +215,24 @@ def test_ctrl_c_during_a_folder_prints_the_finished_rows_and_exits_130(pkg, tmp_
     assert not any(r.startswith(("b_slow.py", "c_stub.py")) for r in rows) and rows[-1] == "0/1 passed"
     assert "interrupted: 1 of 3 file(s) graded" in err and "Traceback" not in err
     assert not list(Path("/tmp").glob(f"explainer-workshop-{grader.pid}-*"))
+
+
+@pytest.mark.parametrize("exercise, signature", [("accept", "entropy_bound_accept(e, b)"),
+                                                 ("sync-fields", "fields_to_sync()"),
+                                                 ("tensor-dict-gate", "use_cpu_custom_send_recv(c)")])
+@pytest.mark.parametrize("exc", ["SystemExit(3)", "KeyboardInterrupt()"])
+def test_system_exit_and_interrupt_are_the_same_error_for_every_exercise(pkg, tmp_path, exercise, signature, exc):
+    path = tmp_path / "raises.py"
+    path.write_text(f"def {signature}:\n    raise {exc}\n")
+    proc = cli(pkg, "check", exercise, path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"raised {exc.split('(')[0]}" in proc.stderr and "(at raises.py line 2" in proc.stderr
+
+
+def test_a_symlinked_submission_is_refused_unread(pkg, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-FIRST-LINE\n")
+    link = tmp_path / "answer.py"
+    link.symlink_to(secret)
+    proc = cli(pkg, "check", "accept", link)
+    assert proc.returncode == 2 and "is a symlink" in proc.stderr and "SECRET" not in proc.stderr + proc.stdout

@@ -1,7 +1,13 @@
-"""Attack: tell the watchdog a trusted phase is running (progress.jsonl in the work folder), then spin."""
+"""Attack: tell the watchdog a trusted phase is running (progress.jsonl in the work folder), block SIGALRM
+(the old in-process time limit), then spin."""
 import json
 import signal
 import time
+
+
+def entropy_bound_accept(entropy, bound):
+    return entropy > 0
+
 
 try:
     with open("progress.jsonl", "a") as f:
@@ -12,7 +18,3 @@ except OSError:
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
 while True:
     pass
-
-
-def entropy_bound_accept(entropy, bound):
-    return entropy > 0
