@@ -22,7 +22,8 @@ from explainer.scenario.registry import run
 STORE = Path(__file__).resolve().parents[1] / "records" / "two_hosts.json"   # package data
 # (scenario, PP gate): the communicator on its own, then the PP engine with either gate
 STORED_RUNS = (("comm-inter-node-pre-fix", None), ("comm-inter-node-fixed", None),
-               ("pp2-state-sync", "pre-40150"), ("pp2-state-sync", "post-40150"))
+               ("pp2-state-sync", "pre-40150"), ("pp2-state-sync", "post-40150"),
+               ("comm-shared-ident-two-hosts", None))     # one ident on both hosts (notebook 5, section 6)
 
 
 def key(name: str, gate: str | None = None) -> str:
