@@ -283,6 +283,17 @@ def test_stored_records_are_two_host_runs_with_the_processes_outcome():
         hosts_record.load_stored("pp1")
 
 
+def test_the_stored_shared_ident_run_agrees_on_names_and_fails_on_both_hosts():
+    for name, gate in hosts_record.SHARED_IDENT_RUNS:
+        rec = hosts_record.load_stored(name, gate)
+        assert rec["backend"] == "hosts" and rec["outcome"] == "runtime-error"
+        assert rec["details"]["names_agree"] and len(set(rec["details"]["shm_group_names"])) == 1
+        assert [p["host"] for p in rec["details"]["per_rank"]] == ["host0", "host1"]
+        assert all(p["error"]["message"].startswith("open shm in SHMManager failed. errno: 2")
+                   for p in rec["details"]["per_rank"])
+        assert all("pid" not in p for p in rec["details"]["per_rank"])
+
+
 def test_hosts_dot_draws_each_host_the_link_and_the_outcome():
     pre, fixed = hosts_record.load_stored("comm-inter-node-pre-fix"), hosts_record.load_stored("comm-inter-node-fixed")
     dot_pre, dot_fixed = render_hosts.hosts_dot(pre), render_hosts.hosts_dot(fixed)
