@@ -161,6 +161,11 @@ def test_the_drift_detector_names_the_file_and_the_difference(tmp_path):
     assert all(r.agree for n, r in rows.items() if n != bad.name)
 
 
+def test_locate_names_the_quotes_own_line_not_the_blank_line_above_it():
+    lines = ["x = 1", "", "    assert y.dtype == torch.int64", ""]
+    assert drift.locate(drift.Quote("q", "f.py", "assert y.dtype == torch.int64", "toy"), lines) == 3
+
+
 def test_normalize_ignores_layout_only():
     src = 'x = (\n    a\n    and getattr(b, "c", False)\n)\nmsg = ("one "\n       "two")'
     assert drift.normalize(src) == 'x = (a and getattr(b, "c", False)) msg = ("one two")'

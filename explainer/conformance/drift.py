@@ -103,7 +103,7 @@ def locate(quote: Quote, lines: list[str]) -> int | None:
     want = normalize(quote.text)
     for i in range(len(lines)):
         at = normalize("\n".join(lines[i:i + WINDOW])).find(want)
-        if 0 <= at <= len(normalize(lines[i])):          # the match starts on line i
+        if normalize(lines[i]) and 0 <= at <= len(normalize(lines[i])):   # starts on line i (not a blank one)
             return i + 1
     return None
 
