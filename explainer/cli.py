@@ -27,7 +27,9 @@ def _command_modules():
             yield info.name, importlib.import_module(f"explainer.commands.{info.name}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand; with ``only``, just that one gets its options (configuring ``train`` loads torch,
+    so ``room serve`` configures only itself and stays free of torch)."""
     parser = argparse.ArgumentParser(
         prog="python -m explainer",
         description="Run the real mechanisms behind vLLM PRs #45828 and #40150 at toy scale.",
@@ -35,8 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in _command_modules():
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.configure(sp)
-        sp.set_defaults(_run=module.run)
+        if only in (None, name):
+            module.configure(sp)
+        sp.set_defaults(_run=module.run, _engine_env=getattr(module, "ENGINE", True))
     return parser
 
 
@@ -95,13 +98,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only=words[0] if words and not words[0].startswith("-") else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     try:
-        _check_environment()
+        if args._engine_env:                  # a command without the engine (room) stays free of torch
+            _check_environment()
         return int(args._run(args) or 0)
     except (UsageError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -2,8 +2,6 @@
 
 import platform
 
-import torch
-
 import explainer
 
 
@@ -15,5 +13,6 @@ def configure(parser):
 
 
 def run(args):
+    import torch          # the parser imports every command: torch loads only when this one runs
     print(f"explainer {explainer.__version__}  torch {torch.__version__}  python {platform.python_version()}")
     return 0

@@ -6,6 +6,8 @@ unknown field name, an exception raised by the learner's code). A folder is grad
 .ipynb; a table, one row per file, the other entries listed as skipped with the reason): 0 when every
 file passes, else 1; ``--csv FILE`` also writes the gradebook. Ctrl-C prints the rows finished and exits 130.
 Where the learner's code cannot be jailed, one line on stderr says the checks are not isolated.
+With ``EXPLAINER_ROOM`` set, each verdict also goes to the room board (``explainer.room``), after it is shown;
+in a folder, one seat per file, named after it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 from explainer.errors import UsageError
-from explainer.workshop import EXERCISES, check_file, get, grading, jail, sandbox
+from explainer.workshop import EXERCISES, check_file, get, grading, jail, sandbox, to_room
 
 
 HELP = "workshop exercises: list them, or check a solution file (or a folder of them) with the real engine"
@@ -55,11 +57,12 @@ def run(args) -> int:
     _notice()
     report = check_file(ex.id, path)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(report.to_json(), indent=2), flush=True)
     elif report.status == "error":
-        print(f"error: {report.reason}", file=sys.stderr)
+        print(f"error: {report.reason}", file=sys.stderr, flush=True)
     else:
-        print(report.text())
+        print(report.text(), flush=True)
+    to_room.report_verdict(report, wait=True)          # EXPLAINER_ROOM set: the board sees it (<= 1.5 s more)
     return report.exit_code
 
 
@@ -69,6 +72,11 @@ def _notice() -> None:
         print(line, file=sys.stderr, flush=True)
 
 
+def _row(r) -> None:
+    print(f"  {Path(r.source).name}: {r.status}", file=sys.stderr, flush=True)
+    to_room.report_verdict(r, seat=Path(r.source).stem, wait=True)     # a hand-in per learner: its name
+
+
 def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None) -> int:
     files, skipped = grading.survey(folder)              # bad input before any work
     print(f"grading {len(files)} file(s) for {exercise_id} ..." + (f" ({len(skipped)} other entries skipped)"
@@ -76,8 +84,7 @@ def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None)
     _notice()
     interrupted = False
     try:
-        reports = grading.grade(exercise_id, folder, on_report=lambda r: print(
-            f"  {Path(r.source).name}: {r.status}", file=sys.stderr, flush=True))
+        reports = grading.grade(exercise_id, folder, on_report=_row)
     except grading.Interrupted as exc:
         reports, interrupted = exc.reports, True
     if as_json:

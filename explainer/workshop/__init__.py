@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from explainer.workshop import learner, sandbox
+from explainer.workshop import learner, sandbox, to_room
 from explainer.workshop.exercises import Exercise, EXERCISES, get
 from explainer.workshop.report import Check, LearnerError, Report
 
@@ -31,8 +31,14 @@ def check_file(exercise_id: str, path: str | os.PathLike) -> Report:
 
 
 def check(exercise_id: str, solution) -> Report:
-    """Grade ``solution`` (a function object, or a path to a .py file) for ``exercise_id``."""
-    ex = get(exercise_id)
+    """Grade ``solution`` (a function object, or a path to a .py file) for ``exercise_id``; with
+    ``EXPLAINER_ROOM`` set, the verdict also goes to the room board (in the background)."""
+    report = _check(get(exercise_id), solution)
+    to_room.report_verdict(report)
+    return report
+
+
+def _check(ex: Exercise, solution) -> Report:
     if isinstance(solution, (str, os.PathLike)):
         return check_file(ex.id, solution)
     try:

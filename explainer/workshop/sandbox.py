@@ -103,7 +103,8 @@ def _start(work: Path):
     ctx = multiprocessing.get_context(START_METHOD)
     if START_METHOD == "forkserver":
         ctx.set_forkserver_preload(PRELOAD)      # no effect if the server already runs (then torch is loaded)
-    env = {k: v for k, v in os.environ.items() if k.startswith("EXPLAINER_")}
+    env = {k: v for k, v in os.environ.items()       # the room's URL holds its token: not for learner code
+           if k.startswith("EXPLAINER_") and k not in ("EXPLAINER_ROOM", "EXPLAINER_SEAT")}
     proc = ctx.Process(target=_entry, args=(str(work), env), name="explainer-workshop-check")
     proc.start()
     return proc

@@ -1,0 +1,28 @@
+"""The one hook between a workshop check and the room board: after the verdict is computed, post it.
+
+``report_verdict(report)`` sends the exercise, passed, the first failing check's name and the seat to the
+board ``EXPLAINER_ROOM`` names (``explainer.room.client``; nothing when it is unset). It reads the verdict,
+never changes it, and sends nothing of the learner's code.
+"""
+
+from __future__ import annotations
+
+from explainer.room import client
+from explainer.workshop.report import Report
+
+
+def first_failure(report: Report) -> str | None:
+    """The name the board counts: the first failed required check, else what ended the check."""
+    if report.passed:
+        return None
+    failed = [c.name for c in report.checks if c.required and not c.passed]
+    if failed:
+        return failed[0]
+    if report.status == "error":
+        return f"error: {report.error_kind or 'internal'}"
+    return "check ended early"                  # the watchdog ended it, or its process died
+
+
+def report_verdict(report: Report, seat: str | None = None, wait: bool = False):
+    """Post ``report``'s verdict if ``EXPLAINER_ROOM`` is set (``wait``: at most ``client.TIMEOUT`` s)."""
+    return client.report_verdict(report.exercise, report.passed, first_failure(report), seat=seat, wait=wait)
