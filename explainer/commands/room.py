@@ -47,7 +47,7 @@ def _lan_address() -> str:
             return socket.gethostname()
 
 
-def _announce(listen: str):
+def announce(listen: str):
     def on_ready(port: int, token: str) -> None:
         loopback = ipaddress.ip_address(listen).is_loopback
         host = listen if loopback or not ipaddress.ip_address(listen).is_unspecified else _lan_address()
@@ -77,7 +77,7 @@ def run(args) -> int:
             raise UsageError("the room server needs tornado: pip install 'explainer[room]'") from None
         raise
     try:
-        server.serve(db, port, listen, _announce(listen))
+        server.serve(db, port, listen, announce(listen))
     except OSError as exc:
         raise UsageError(f"cannot serve on {listen}:{port} or open {args.db!r}: {exc.strerror or exc}") from None
     except KeyboardInterrupt:
