@@ -1,6 +1,6 @@
 """Benchmarks measured side by side in one run and printed as ratios (each row names its goal; README lists them).
 
-One module per area (``sampler``, ``comm``, ``startup``, ``widgets``, ``workshop``), each exposing
+One module per area (``sampler``, ``comm``, ``startup``, ``widgets``, ``workshop``, ``room``), each exposing
 ``run(quick: bool = False) -> list[Row]``. ``python -m explainer bench`` runs every present module.
 """
 
@@ -24,4 +24,4 @@ class Row:
         return asdict(self)
 
 
-AREAS = ("sampler", "comm", "startup", "widgets", "workshop")
+AREAS = ("sampler", "comm", "startup", "widgets", "workshop", "room")

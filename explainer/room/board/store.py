@@ -3,7 +3,8 @@
 One row per (seat, exercise) (an upsert: the latest report wins, ``attempts`` counts them), so the file is
 bounded by ``MAX_SEATS`` x the exercises whatever the room posts. A restart reads the file back: the same
 token (the learners' ``EXPLAINER_ROOM`` stays valid) and the same board. WAL journal, ``synchronous=NORMAL``:
-a commit per report without an fsync per report (a power cut may lose the last reports, never the file).
+a commit per report without an fsync per report (a power cut may lose the last reports, never the file); the
+WAL is checkpointed every ~800 KiB and cut back to 1 MiB, so the files stay under ~1.5 MiB for a full room.
 The rows are also held in memory (at most ``MAX_SEATS`` x exercises small tuples) so the summary costs no query.
 """
 
@@ -44,6 +45,8 @@ class Store:
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA wal_autocheckpoint=200")          # pages (~800 KiB) between checkpoints
+        self.db.execute(f"PRAGMA journal_size_limit={1 << 20}")   # the WAL file cut back to 1 MiB after one
         self.db.executescript(SCHEMA)
         self.token = self._meta("token") or self._set_meta("token", secrets.token_urlsafe(16))
         self.seq = int(self._meta("reports") or 0)
