@@ -18,7 +18,7 @@ import pytest
 
 from explainer.room import client
 from explainer.room.board import intake, store as store_mod
-from roomserver import FAIL_ACCEPT, REPO, SIMULATED, expected_summary, fill_room, report, room_server
+from roomserver import FAIL_ACCEPT, PASS_ACCEPT, REPO, SIMULATED, expected_summary, fill_room, report, room_server
 
 pytestmark = pytest.mark.slow
 ROUTES = [("GET", "/"), ("GET", "/api/summary"), ("GET", "/api/board"), ("GET", "/api/events"),
@@ -210,3 +210,31 @@ def test_concurrent_posts_through_the_client_all_arrive(tmp_path, monkeypatch):
         assert board.summary()["exercises"]["accept"] == {"passed": 20, "tried": 40,
                                                           "top_failure": {"check": "ties", "count": 20}}
     assert threading.active_count() < 5
+
+
+def test_the_notebook_check_posts_on_every_path(tmp_path, monkeypatch):
+    """``check()`` as a notebook calls it: a function that passes, a lambda (bad input), a file that fails."""
+    import importlib.util
+    from explainer.workshop import check
+    (tmp_path / "cell.py").write_text(PASS_ACCEPT)
+    spec = importlib.util.spec_from_file_location("room_test_cell", tmp_path / "cell.py")
+    cell = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cell)
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(FAIL_ACCEPT)
+    solutions = {"nb-pass": cell.entropy_bound_accept, "nb-lambda": lambda entropy, bound: entropy,
+                 "nb-file": str(wrong)}
+    with room_server(tmp_path / "room.sqlite3") as board:
+        monkeypatch.setenv("EXPLAINER_ROOM", board.url)
+        verdicts = {}
+        for seat, solution in solutions.items():
+            monkeypatch.setenv("EXPLAINER_SEAT", seat)
+            verdicts[seat] = check("accept", solution).status
+        deadline = time.monotonic() + 10                   # the notebook does not wait: the posts arrive after
+        while board.summary()["seats"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cells = {r["seat"]: r["cells"]["accept"] for r in board.api("/api/board")[1]["seats"]}
+    assert verdicts == {"nb-pass": "pass", "nb-lambda": "error", "nb-file": "fail"}
+    assert cells == {"nb-pass": {"passed": True, "failure": None, "attempts": 1},
+                     "nb-lambda": {"passed": False, "failure": "error: missing-function", "attempts": 1},
+                     "nb-file": {"passed": False, "failure": "distinct values", "attempts": 1}}
