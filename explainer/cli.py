@@ -1,6 +1,8 @@
 """``python -m explainer SUBCOMMAND``: one module per subcommand in ``explainer/commands/``.
 
-Each command module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
+Each command module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``, and
+``ENGINE = False`` if it never starts the engine (then the engine's ``EXPLAINER_*`` check, which loads torch,
+is skipped). Only the command being run is configured, so ``room serve`` never imports torch.
 Bad input raises ``UsageError`` (or ``ValueError``) and becomes a one-line message with exit code 2.
 Ctrl-C or SIGTERM ends the rank processes, the forkserver and the resource tracker and exits 130 with
 one line; a closed pipe (``... | head``) exits quietly (141, as a process killed by SIGPIPE).
