@@ -111,7 +111,7 @@ for i in range(1, 27):
 # the seats that run the real command line: seat -> (exercise, source, first failing check or None)
 CLI = {"cli-pass": PASS_ACCEPT, "cli-fail": FAIL_ACCEPT}
 FOLDER = {"ada": PASS_ACCEPT, "bo": "def entropy_bound_accept(entropy, bound)\n    return entropy\n"}
-CLI_FAILURE = {"cli-pass": None, "cli-fail": "distinct values", "ada": None, "bo": "error: syntax-error"}
+CLI_FAILURE = {"cli-pass": None, "cli-fail": "distinct values", "ada": None, "bo": "syntax-error"}
 
 
 def expected_summary() -> dict:

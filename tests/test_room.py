@@ -42,7 +42,7 @@ def test_thirty_seats_at_once_the_summary_is_exact_and_a_restart_keeps_it(tmp_pa
         assert again.summary() == first
         rows = {r["seat"]: r for r in again.api("/api/board")[1]["seats"]}
     assert rows["seat-03"]["cells"]["sync-fields"] == {"passed": True, "failure": None, "attempts": 2}
-    assert rows["bo"]["cells"]["accept"]["failure"] == "error: syntax-error"      # the folder's file names
+    assert rows["bo"]["cells"]["accept"]["failure"] == "syntax-error"      # the folder's file names
     assert rows["cli-fail"]["cells"]["accept"] == {"passed": False, "failure": "distinct values", "attempts": 1}
 
 
@@ -236,5 +236,5 @@ def test_the_notebook_check_posts_on_every_path(tmp_path, monkeypatch):
         cells = {r["seat"]: r["cells"]["accept"] for r in board.api("/api/board")[1]["seats"]}
     assert verdicts == {"nb-pass": "pass", "nb-lambda": "error", "nb-file": "fail"}
     assert cells == {"nb-pass": {"passed": True, "failure": None, "attempts": 1},
-                     "nb-lambda": {"passed": False, "failure": "error: missing-function", "attempts": 1},
+                     "nb-lambda": {"passed": False, "failure": "missing-function", "attempts": 1},
                      "nb-file": {"passed": False, "failure": "distinct values", "attempts": 1}}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from explainer.errors import UsageError
 from explainer.workshop import check_file
-from explainer.workshop.report import Report
+from explainer.workshop.report import Report, first_failure
 
 GRADED = (".py", ".ipynb")
 
@@ -64,11 +64,6 @@ def grade(exercise_id: str, folder: str | Path, on_report=None) -> list[Report]:
     return reports
 
 
-def _first_failure(r: Report) -> str:
-    failed = [c for c in r.checks if c.required and not c.passed]
-    return failed[0].name if failed else ("" if r.passed else (r.error_kind or "limit"))
-
-
 def table(reports: list[Report], skipped: list[tuple[Path, str]] = ()) -> str:
     """file | result | seconds | reason (the first failed check, or the error), one row per file; skipped
     entries after them."""
@@ -102,6 +97,6 @@ def write_csv(path: str | Path, exercise_id: str, reports: list[Report],
         w = csv.writer(f)
         w.writerow(["submission", "exercise", "verdict", "first failing check", "reason", "seconds"])
         for r in reports:
-            w.writerow([Path(r.source).name, exercise_id, r.status, _first_failure(r), r.reason, f"{r.seconds:.1f}"])
+            w.writerow([Path(r.source).name, exercise_id, r.status, first_failure(r) or "", r.reason, f"{r.seconds:.1f}"])
         for p, why in skipped:
             w.writerow([p.name, exercise_id, "skipped", "", why, ""])

@@ -107,6 +107,15 @@ class Report:
         return "\n".join(lines)
 
 
+def first_failure(report: Report) -> str | None:
+    """The name the gradebook (``--csv``) and the room board count: the first failed required check, else the
+    error's kind (``syntax-error``, ...), else ``limit`` (a limit the learner's code hit); None on a pass."""
+    if report.passed:
+        return None
+    failed = [c for c in report.checks if c.required and not c.passed]
+    return failed[0].name if failed else (report.error_kind or "limit")
+
+
 def verdict(exercise: str, checks: list[Check], **kw) -> Report:
     """pass when every required check passed; the reason is the first failed required check's detail."""
     failed = [c for c in checks if c.required and not c.passed]

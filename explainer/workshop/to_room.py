@@ -8,19 +8,7 @@ never changes it, and sends nothing of the learner's code.
 from __future__ import annotations
 
 from explainer.room import client
-from explainer.workshop.report import Report
-
-
-def first_failure(report: Report) -> str | None:
-    """The name the board counts: the first failed required check, else what ended the check."""
-    if report.passed:
-        return None
-    failed = [c.name for c in report.checks if c.required and not c.passed]
-    if failed:
-        return failed[0]
-    if report.status == "error":
-        return f"error: {report.error_kind or 'internal'}"
-    return "check ended early"                  # the watchdog ended it, or its process died
+from explainer.workshop.report import Report, first_failure
 
 
 def report_verdict(report: Report, seat: str | None = None, wait: bool = False):
