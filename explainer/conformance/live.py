@@ -1,4 +1,4 @@
-"""The real vLLM's answer beside a notebook's toy run: run now in ``.venv-vllm``, or recorded from a real run.
+"""The real vLLM's answer beside a notebook's toy run: run live in ``.venv-vllm``, or recorded from a real run.
 
 ``real_vllm(question)`` runs one question on the real vLLM 0.32.0 (a subprocess of ``.venv-vllm``) and returns its
 lines, labelled with the engine and version; where that environment is missing (or, for the two hosts, where
@@ -65,7 +65,8 @@ def real_vllm(question: str) -> list[str]:
     name, needs_hosts = QUESTIONS[question]
     why = vllm_env.missing_reason() or (unavailable_reason() if needs_hosts else None)
     if why is None:
-        return [f"{vllm_env.ENGINE_LABEL}, run now:"] + [f"  {ln}" for ln in lines_of(question, run_now(question))]
+        header = f"{vllm_env.ENGINE_LABEL}, ran live in .venv-vllm when this cell ran:"
+        return [header] + [f"  {ln}" for ln in lines_of(question, run_now(question))]
     rec = recorded()
     return ([f"{vllm_env.ENGINE_LABEL}, recorded on {rec['date']} (not run here: {why}):"]
             + [f"  {ln}" for ln in lines_of(question, rec["rows"][name])])
