@@ -18,6 +18,7 @@ from pathlib import Path
 
 from explainer.errors import UsageError
 from explainer.workshop import EXERCISES, check_file, get, grading, jail, sandbox, to_room
+from explainer.workshop.shown import inert
 
 
 HELP = "workshop exercises: list them, or check a solution file (or a folder of them) with the real engine"
@@ -59,7 +60,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2), flush=True)
     elif report.status == "error":
-        print(f"error: {report.reason}", file=sys.stderr, flush=True)
+        print(f"error: {inert(report.reason)}", file=sys.stderr, flush=True)
     else:
         print(report.text(), flush=True)
     to_room.report_verdict(report, wait=True)          # EXPLAINER_ROOM set: the board sees it (<= 1.5 s more)
@@ -72,29 +73,32 @@ def _notice() -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def _row(r) -> None:
-    print(f"  {Path(r.source).name}: {r.status}", file=sys.stderr, flush=True)
-    to_room.report_verdict(r, seat=Path(r.source).stem, wait=True)     # a hand-in per learner: its name
+def _row(row) -> None:
+    print(f"  {row.name}: {row.report.status if row.report else 'skipped'}", file=sys.stderr, flush=True)
+    if row.report is not None:                    # a hand-in per learner: its seat is named after the file
+        to_room.report_verdict(row.report, seat=row.name.rsplit(".", 1)[0], wait=True)
 
 
 def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None) -> int:
-    files, skipped = grading.survey(folder)              # bad input before any work
-    print(f"grading {len(files)} file(s) for {exercise_id} ..." + (f" ({len(skipped)} other entries skipped)"
-                                                                    if skipped else ""), file=sys.stderr, flush=True)
+    plan = grading.survey(folder)                        # bad input before any work
+    graded = sum(1 for _, why in plan if not why)
+    print(f"grading {graded} file(s) for {exercise_id} ..." + (f" ({len(plan) - graded} other entries skipped)"
+                                                               if len(plan) > graded else ""),
+          file=sys.stderr, flush=True)
     _notice()
     interrupted = False
     try:
-        reports = grading.grade(exercise_id, folder, on_report=_row)
+        rows = grading.grade(check_file, exercise_id, plan, on_row=_row)
     except grading.Interrupted as exc:
-        reports, interrupted = exc.reports, True
+        rows, interrupted = exc.rows, True
     if as_json:
-        print(json.dumps({**grading.summary_json(exercise_id, reports, skipped), "interrupted": interrupted},
-                         indent=2))
+        print(json.dumps({**grading.summary_json(exercise_id, rows), "interrupted": interrupted}, indent=2))
     else:
-        print(grading.table(reports, skipped))
+        print(grading.table(rows))
     if csv_path:
-        grading.write_csv(csv_path, exercise_id, reports, skipped)
+        grading.write_csv(csv_path, exercise_id, rows)
     if interrupted:
-        print(f"interrupted: {len(reports)} of {len(files)} file(s) graded", file=sys.stderr, flush=True)
+        done = sum(1 for r in rows if r.report is not None)
+        print(f"interrupted: {done} of {graded} file(s) graded", file=sys.stderr, flush=True)
         return 130
-    return 0 if all(r.passed for r in reports) else 1
+    return 0 if all(r.report.passed for r in rows if r.report is not None) else 1

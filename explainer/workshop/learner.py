@@ -14,6 +14,7 @@ import importlib
 import inspect
 import json
 import os
+import stat
 import textwrap
 import traceback
 import types
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from explainer.workshop.report import LearnerError
+from explainer.workshop.shown import inert
 
 
 CONSTANTS = (bool, int, float, str, bytes, type(None))
@@ -47,49 +49,63 @@ class LearnerCode:
 
 def from_file(path: str | os.PathLike, function: str, exercise: str = "") -> LearnerCode:
     """A .py file, or the exercise's cell of a handed-in notebook (the cell tagged ``exercise:ID``).
-    The size is capped before anything is read; a symlink is refused (it could point anywhere)."""
-    p = Path(path)
-    if p.is_symlink():
-        raise LearnerError("missing-file", f"{str(path)!r} is a symlink; hand in the file itself")
-    if not p.is_file():
-        raise LearnerError("missing-file", f"no such file: {str(path)!r} (give a .py file that defines "
-                                           f"{function}, or a folder of them)")
+    Opened without following a symlink (it could point anywhere) and without waiting on a FIFO; the size is
+    capped before anything is read. Names in messages are inert (``shown.inert``)."""
+    shown, p = inert(os.fspath(path)), Path(path)
     notebook = p.suffix.lower() == ".ipynb"
     cap = MAX_NOTEBOOK if notebook else MAX_SOURCE
-    size = p.stat().st_size
-    if size > cap:
-        raise LearnerError("too-large", f"{str(path)!r} is {size / 1e6:.1f} MB; a submission may be at most "
-                                        f"{cap / 1e6:g} MB")
     try:
-        with open(p, "rb") as f:
-            data = f.read(cap + 1)[:cap]
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if p.is_symlink():
+            raise LearnerError("missing-file", f"{shown!r} is a symlink; hand in the file itself") from None
+        raise LearnerError("missing-file", f"no such file: {shown!r} (give a .py file that defines {function}, "
+                                           f"or a folder of them)" if not p.exists() else
+                                           f"cannot read {shown!r}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise LearnerError("missing-file", f"{shown!r} is not a regular file")
+        if st.st_size > cap:
+            raise LearnerError("too-large", f"{shown!r} is {st.st_size / 1e6:.1f} MB; a submission may be at most "
+                                            f"{cap / 1e6:g} MB")
+        data = f.read(cap + 1)[:cap]
+    try:
         source = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LearnerError("missing-file", f"cannot read {str(path)!r}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise LearnerError("missing-file", f"cannot read {shown!r}: not UTF-8 text (byte {exc.start})") from None
     if notebook:
-        source = notebook_cell(source, exercise, str(path))
-    code = LearnerCode(source, p.name, function, str(path))
+        source = notebook_cell(source, exercise, shown)
+    code = LearnerCode(source, inert(p.name), function, shown)
     static_check(code)
     return code
 
 
 def notebook_cell(text: str, exercise: str, where: str) -> str:
-    """The source of the code cell tagged ``exercise:ID`` (as ``exercises.ipynb`` marks each exercise)."""
+    """The source of the code cell tagged ``exercise:ID`` (as ``exercises.ipynb`` marks each exercise). A file
+    that is not shaped like a notebook (not a JSON object, ``cells`` not a list, a cell's ``metadata`` not an
+    object, ``source`` not text) is ``LearnerError("not-a-notebook")`` naming what is wrong."""
     try:
         nb = json.loads(text)
-        cells = [c for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"]
-    except (ValueError, AttributeError, RecursionError):
-        raise LearnerError("missing-file", f"{where!r} is not a notebook (.ipynb JSON)") from None
+    except (ValueError, RecursionError):
+        raise LearnerError("not-a-notebook", f"{where!r} is not a notebook (not JSON)") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise LearnerError("not-a-notebook", f"{where!r} is not a notebook (no list of cells)")
     tag = f"exercise:{exercise}"
-    for c in cells:
-        tags = (c.get("metadata") or {}).get("tags") or []
-        if isinstance(tags, list) and tag in tags:
-            src = c.get("source", "")
-            source = "".join(src) if isinstance(src, list) else str(src)
-            if len(source.encode()) > MAX_SOURCE:
-                raise LearnerError("too-large", f"{where!r}: the cell tagged {tag} is larger than "
-                                                f"{MAX_SOURCE / 1e6:g} MB")
-            return source
+    for i, c in enumerate(nb["cells"]):
+        if not isinstance(c, dict) or not isinstance(c.get("metadata", {}), dict):
+            raise LearnerError("not-a-notebook", f"{where!r} is not a notebook (cell {i} is malformed)")
+        tags = c.get("metadata", {}).get("tags") or []
+        if c.get("cell_type") != "code" or not isinstance(tags, list) or tag not in tags:
+            continue
+        src = c.get("source", "")
+        if isinstance(src, list) and all(isinstance(x, str) for x in src):
+            src = "".join(src)
+        if not isinstance(src, str):
+            raise LearnerError("not-a-notebook", f"{where!r} is not a notebook (the source of cell {i} is not text)")
+        if len(src.encode("utf-8", "surrogatepass")) > MAX_SOURCE:
+            raise LearnerError("too-large", f"{where!r}: the cell tagged {tag} is larger than {MAX_SOURCE / 1e6:g} MB")
+        return src
     raise LearnerError("missing-function", f"{where!r} has no code cell tagged {tag} (the exercise notebook's "
                                            f"answer cell carries it)")
 

@@ -13,12 +13,13 @@ and vermillion) only repeat it.
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as html_escape
 
 import torch
 
 from explainer.render.pp_views import rank_views_html
 from explainer.trace import Trace
+from explainer.workshop.shown import inert
 
 
 CSS = """<style>
@@ -44,37 +45,43 @@ CSS = """<style>
 .xp-ws .xp-ws-note{color:#444;font-size:12px;margin:4px 0}
 </style>"""
 
+def text_html(text) -> str:
+    """Any text a learner may have shaped, for the panel: inert (``shown.inert``), then HTML-escaped."""
+    return html_escape(inert(text))
+
+
 WORD = {"pass": ("✓", "PASS", "xp-ws-ok"), "fail": ("✗", "FAIL", "xp-ws-bad"), "error": ("✗", "ERROR", "xp-ws-bad")}
 
 
 def panel_html(report, css: bool = True) -> str:
     mark, word, cls = WORD[report.status]
-    head = (f'<div class="xp-ws-head {cls}">{mark} {word} · {escape(report.exercise)}: '
-            f'<code>{escape(report.function)}</code> <span style="font-weight:400">({escape(report.source)})</span></div>')
+    head = (f'<div class="xp-ws-head {cls}">{mark} {word} · {text_html(report.exercise)}: '
+            f'<code>{text_html(report.function)}</code> <span style="font-weight:400">({text_html(report.source)})</span></div>')
     rows = []
     for c in report.checks:
         m, w, k = ("✓", "PASS", "xp-ws-ok") if c.passed else (("✗", "FAIL", "xp-ws-bad") if c.required
                                                               else ("·", "NOTE", ""))
-        rows.append(f'<tr data-check="{escape(c.name)}" data-passed="{str(c.passed).lower()}">'
-                    f'<td class="xp-ws-word {k}">{m} {w}</td><td>{escape(c.name)}</td><td>{escape(c.detail)}</td></tr>')
+        rows.append(f'<tr data-check="{text_html(c.name)}" data-passed="{str(c.passed).lower()}">'
+                    f'<td class="xp-ws-word {k}">{m} {w}</td><td>{text_html(c.name)}</td><td>{text_html(c.detail)}</td></tr>')
     body = [head]
     if rows:
         body.append(f'<table class="xp-ws-checks">{"".join(rows)}</table>')
     if report.status != "pass":
         what = "error in your code or input" if report.status == "error" else "what to fix"
-        body.append(f'<div class="xp-ws-fix"><b>{what}:</b> {escape(report.reason)}</div>')
+        body.append(f'<div class="xp-ws-fix"><b>{what}:</b> {text_html(report.reason)}</div>')
     figs = {k: v for k, v in report.figures.items() if k not in ("prompts",)}
     if figs:
-        body.append('<div class="xp-ws-fig">' + " · ".join(f"{escape(k)}: {escape(_fig(v))}" for k, v in figs.items())
+        body.append('<div class="xp-ws-fig">' + " · ".join(f"{text_html(k)}: {text_html(_fig(v))}" for k, v in figs.items())
                     + "</div>")
     if report.output.strip():
-        lines = report.output.rstrip().splitlines()
+        printed = inert(report.output.rstrip(), newlines=True)
+        lines = printed.split("\n")
         body.append(f'<details class="xp-ws-note"><summary>printed during the check ({len(lines)} line'
-                    f'{"s" * (len(lines) != 1)}, last 2000 characters)</summary><pre>{escape(report.output.rstrip())}'
+                    f'{"s" * (len(lines) != 1)}, last 2000 characters)</summary><pre>{html_escape(printed)}'
                     f'</pre></details>')
     if report.status == "fail":
         body.append(PICTURES.get(report.exercise, lambda r: "")(report))
-    return (CSS if css else "") + (f'<div class="xp-ws xp-ws-{report.status}" data-exercise="{escape(report.exercise)}" '
+    return (CSS if css else "") + (f'<div class="xp-ws xp-ws-{report.status}" data-exercise="{text_html(report.exercise)}" '
                                    f'data-status="{report.status}">' + "".join(body) + "</div>")
 
 
@@ -111,7 +118,7 @@ def accept_picture(report) -> str:
             f"<tr><th>expected (sum before ≤ bound)</th>{cells(lambda j: yes(exp[j]), differs)}</tr>"]
     if got is not None:
         rows.append(f"<tr><th>your function</th>{cells(lambda j: yes(got[j]) + (' ≠' if differs(j) else ''), differs)}</tr>")
-    title = (f'<div class="xp-ws-note"><b>case {escape(case["label"])}</b>: entropy of shape {list(h.shape)}, '
+    title = (f'<div class="xp-ws-note"><b>case {text_html(case["label"])}</b>: entropy of shape {list(h.shape)}, '
              f'bound {case["bound"]:g}; row {row}' + (f" of {h.shape[0]}" if h.shape[0] > 1 else "")
              + (f", positions {show.start}..{show.stop - 1} of {L}" if L > 16 else "") + "</div>")
     return title + f'<div class="xp-ws-scroll"><table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table></div>'
@@ -141,8 +148,8 @@ def gate_picture(report) -> str:
             err = r.get("error")
             outcome = (f"✗ {err['type']}" if err else "✓ received intact" if r.get("received_equal") else
                        "✓ sent" if r.get("rank") == 0 and r.get("agree", True) else "✗ not delivered")
-            rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{escape(outcome)}</td><td>{path}</td>"
-                        f"<td>{escape(said)}</td><td>{escape(str(r.get('backend')))}</td>"
+            rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{text_html(outcome)}</td><td>{path}</td>"
+                        f"<td>{text_html(said)}</td><td>{text_html(str(r.get('backend')))}</td>"
                         f"<td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
                         f"</td><td>{r['node']}</td></tr>")
     return ('<div class="xp-ws-note"><b>what each rank saw</b> (real rank processes; the same PP dict '

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from explainer.workshop.shown import inert, inert_data
+
 EXIT_CODES = {"pass": 0, "fail": 1, "error": 2}
 
 
@@ -30,7 +32,8 @@ class Check:
     required: bool = True          # False: reported (e.g. "minimal"), not part of the verdict
 
     def to_json(self) -> dict:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail, "required": self.required}
+        return {"name": inert(self.name), "passed": self.passed, "detail": inert(self.detail),
+                "required": self.required}
 
 
 @dataclass(repr=False)
@@ -60,11 +63,14 @@ class Report:
         return EXIT_CODES[self.status]
 
     def to_json(self) -> dict:
+        """Plain data; every text a learner may have shaped (the reason, the source's name, a check's
+        detail, a figure) is inert (``shown.inert``)."""
+        reason = inert(self.reason)
         return {"exercise": self.exercise, "passed": self.passed, "status": self.status,
-                "exit_code": self.exit_code, "reason": self.reason, "source": self.source,
+                "exit_code": self.exit_code, "reason": reason, "source": inert(self.source),
                 "function": self.function, "error": None if self.status != "error" else
-                {"kind": self.error_kind, "message": self.reason},
-                "checks": [c.to_json() for c in self.checks], "figures": self.figures,
+                {"kind": self.error_kind, "message": reason},
+                "checks": [c.to_json() for c in self.checks], "figures": inert_data(self.figures),
                 "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2),
                 "isolated": self.isolated}
 
@@ -90,20 +96,21 @@ class Report:
         return panel_html(self)
 
     def text(self) -> str:
-        """The terminal form: verdict line, one line per check, the reason."""
+        """The terminal form: verdict line, one line per check, the reason; learner text inert, and what the
+        learner printed only after ``  | `` (never a line of the grader's own)."""
         word = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[self.status]
-        lines = [f"{self.exercise}: {word} ({self.source})"]
+        lines = [f"{self.exercise}: {word} ({inert(self.source)})"]
         width = max((len(c.name) for c in self.checks), default=0)
         for c in self.checks:
             mark = "✓" if c.passed else ("✗" if c.required else "·")
-            lines.append(f"  {mark} {c.name:{width}s}  {c.detail}")
+            lines.append(f"  {mark} {inert(c.name):{width}s}  {inert(c.detail)}")
         for k, v in self.figures.items():
-            lines.append(f"  {k}: {v}")
+            lines.append(f"  {inert(k)}: {inert(v)}")
         if self.output.strip():
             lines.append("printed during the check:")
-            lines += ["  | " + line for line in self.output.rstrip().splitlines()[-20:]]
+            lines += ["  | " + line for line in inert(self.output.rstrip(), newlines=True).split("\n")[-20:]]
         if self.status != "pass":
-            lines.append(("error: " if self.status == "error" else "reason: ") + self.reason)
+            lines.append(("error: " if self.status == "error" else "reason: ") + inert(self.reason))
         return "\n".join(lines)
 
 
