@@ -42,10 +42,14 @@ setup-lab-venv:
 vllm:
 	VLLM_VENV=$(VLLM_VENV) scripts/setup-vllm.sh
 
-# ✓/✗ per requirement, with the fix for each ✗; exit 0 only when all pass.
+# One row per requirement (✓, ✗ with its fix, – not available on this platform), then the one command to run
+# next; exit 0 only when every required row passes. Before set-up (no $(VENV) yet) $(PYTHON) runs it from this
+# folder with the standard library only.
+PYTHON ?= python3
 doctor:
-	@test -x $(PY) || { echo "doctor: no $(VENV) yet; run make lab first"; exit 1; }
-	$(PY) -m explainer doctor
+	@if [ -x $(PY) ]; then $(PY) -m explainer doctor; \
+	elif command -v $(PYTHON) >/dev/null; then $(PYTHON) -m explainer doctor; \
+	else echo "doctor: no $(PYTHON) on PATH: install Python 3.10 or newer (or set PYTHON=/path/to/python3)"; exit 1; fi
 
 bench: setup-test
 	$(PY) -m explainer bench

@@ -23,21 +23,23 @@ import explainer.commands as commands
 from explainer.errors import UsageError
 
 
-def _command_modules():
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            yield info.name, importlib.import_module(f"explainer.commands.{info.name}")
+def _command_modules(only: str | None = None):
+    """(name, module) of every command; with ``only`` naming one, just that one is imported, so ``doctor`` on
+    a bare Python (no torch, no tornado) never imports another command's module."""
+    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__) if not info.name.startswith("_"))
+    for name in [only] if only in names else names:
+        yield name, importlib.import_module(f"explainer.commands.{name}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """Every subcommand; with ``only``, just that one gets its options (configuring ``train`` loads torch,
-    so ``room serve`` configures only itself and stays free of torch)."""
+    """Every subcommand; with ``only`` naming one, just that one (configuring ``train`` loads torch, so
+    ``room serve`` configures only itself and stays free of torch)."""
     parser = argparse.ArgumentParser(
         prog="python -m explainer",
         description="Run the real mechanisms behind vLLM PRs #45828 and #40150 at toy scale.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in _command_modules():
+    for name, module in _command_modules(only):
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
         if only in (None, name):
             module.configure(sp)

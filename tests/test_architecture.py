@@ -50,13 +50,18 @@ FUNCTION_LEVEL = {
     ("explainer.commands.version", "torch"): "as above",
     ("explainer.commands.room", "explainer.room.board"): "tornado is the room extra (explainer[room]), needed on "
                                                          "the instructor's machine only",
-    ("explainer.doctor", "torch"): "the doctor reports a missing or broken torch as a row instead of crashing",
-    ("explainer.doctor", "torch.distributed"): "as above",
-    ("explainer.doctor", "explainer.distributed.launch"): "as above (the launcher imports torch)",
-    ("explainer.doctor", "explainer.model"): "as above (the task)",
-    ("explainer.doctor", "explainer.model.cached_lm"): "as above",
-    ("explainer.doctor", "explainer.model.checkpoint"): "as above",
-    ("explainer.doctor", "explainer.sampler"): "as above",
+    ("explainer.doctor.check", "torch"): "the doctor runs on a bare Python (minute 0): a missing or broken torch "
+                                         "is a row, and the rows that need torch say 'not checked yet'",
+    ("explainer.doctor.installed", "torch"): "as above",
+    ("explainer.doctor.machine", "torch"): "as above",
+    ("explainer.doctor.machine", "torch.distributed"): "as above",
+    ("explainer.doctor.machine", "explainer.distributed.launch"): "as above (the launcher imports torch)",
+    ("explainer.doctor.machine", "explainer.distributed.device_communicators.comm_config"):
+        "as above (the engine's EXPLAINER_* settings, checked before the gloo row starts ranks)",
+    ("explainer.doctor.machine", "explainer.model"): "as above (the task)",
+    ("explainer.doctor.machine", "explainer.model.cached_lm"): "as above",
+    ("explainer.doctor.machine", "explainer.model.checkpoint"): "as above",
+    ("explainer.doctor.machine", "explainer.sampler"): "as above",
     ("explainer.hf", "transformers"): "transformers is an optional extra (explainer[hf])",
     ("explainer.model.hf_tiny", "transformers"): "as above",
     ("explainer.bench.sampler", "transformers.models.diffusion_gemma.generation_diffusion_gemma"):
