@@ -28,7 +28,8 @@ ROUTES = [("GET", "/"), ("GET", "/api/summary"), ("GET", "/api/board"), ("GET", 
 def test_thirty_seats_at_once_the_summary_is_exact_and_a_restart_keeps_it(tmp_path):
     db = tmp_path / "room.sqlite3"
     with room_server(db) as board:
-        assert board.url.startswith("http://127.0.0.1:") and "EXPLAINER_ROOM='" in board.lines[-2]
+        assert board.url.startswith("http://127.0.0.1:")
+        assert board.lines[-2] == f"learners run: python -m explainer room join '{board.url}' --seat <name>"
         fill_room(board, tmp_path)
         first = board.summary()
         token = board.token
@@ -62,6 +63,8 @@ def test_every_route_needs_the_token_and_refused_reports_store_nothing(tmp_path)
             "a failure on a pass": report("accept", True, "ties", "ada"),
             "an empty seat": report("accept", False, "ties", ""),
             "a control character": report("accept", False, "ties", "ada\x1b[2J"),
+            "a seat key of another type": report("accept", False, "ties", "ada", seat_key=7),
+            "a time too large for a float": report("accept", False, "ties", "ada", time=10 ** 400),
             "a seat too long": report("accept", False, "ties", "x" * 65),
             "last year": report("accept", False, "ties", "ada", time=time.time() - 400 * 86400),
         }
@@ -81,8 +84,10 @@ def test_every_route_needs_the_token_and_refused_reports_store_nothing(tmp_path)
 
 def test_a_seat_is_rate_limited_and_another_seat_is_not(tmp_path):
     with room_server(tmp_path / "room.sqlite3") as board:
-        codes = [board.api("/api/report", body=report("accept", False, "ties", "ada"))[0]
-                 for _ in range(intake.BURST + 5)]
+        status, first = board.api("/api/report", body=report("accept", False, "ties", "ada"))
+        codes = [status] + [board.api("/api/report", body=report("accept", False, "ties", "ada",
+                                                                   seat_key=first["seat_key"]))[0]
+                            for _ in range(intake.BURST + 4)]
         assert codes[:intake.BURST] == [200] * intake.BURST and 429 in codes[intake.BURST:]
         assert board.api("/api/report", body=report("accept", True, None, "bo"))[0] == 200
         cells = {r["seat"]: r["cells"]["accept"] for r in board.api("/api/board")[1]["seats"]}
@@ -114,11 +119,13 @@ def test_the_event_stream_sends_the_board_then_each_change(tmp_path):
 def test_the_room_is_bounded_by_its_seats(monkeypatch, tmp_path):
     monkeypatch.setattr(store_mod, "MAX_SEATS", 3)
     s = store_mod.Store(str(tmp_path / "r.sqlite3"), ["accept"])
+    keys = [s.claim(f"s{i}", None, "10.0.0.1", True, 0.0) for i in range(3)]
     for i in range(3):
         s.add({"seat": f"s{i}", "exercise": "accept", "passed": False, "failure": "ties", "time": 0.0}, 0.0)
     with pytest.raises(store_mod.RoomFull):
-        s.add({"seat": "s3", "exercise": "accept", "passed": True, "failure": None, "time": 0.0}, 0.0)
-    s.add({"seat": "s0", "exercise": "accept", "passed": True, "failure": None, "time": 0.0}, 0.0)   # known seat
+        s.claim("s3", None, "10.0.0.1", True, 0.0)
+    assert s.claim("s0", keys[0], "10.0.0.9", False, 0.0) is None                                   # known seat
+    s.add({"seat": "s0", "exercise": "accept", "passed": True, "failure": None, "time": 0.0}, 0.0)
     assert s.db.execute("SELECT count(*) FROM latest").fetchone()[0] == 3
     assert s.summary()["exercises"]["accept"] == {"passed": 1, "tried": 3, "top_failure": {"check": "ties", "count": 2}}
     s.close()
@@ -152,9 +159,9 @@ def test_a_dead_board_neither_changes_nor_holds_up_a_check(tmp_path, monkeypatch
     assert dead.stderr.count("room: report not sent") == 1 and "room" not in quiet.stderr
 
 
-def test_a_report_is_five_fields_and_no_code():
+def test_a_report_is_six_fields_and_no_code():
     body = client.payload("accept", False, "distinct values", seat="ada")
-    assert set(body) == set(client.FIELDS) == {"exercise", "passed", "failure", "seat", "time"}
+    assert set(body) == set(client.FIELDS) == {"exercise", "passed", "failure", "seat", "time", "seat_key"}
     assert client.payload("accept", True, "ignored", seat="ada")["failure"] is None
     assert client.report_url("http://10.0.0.5:8765/?token=abc") == "http://10.0.0.5:8765/api/report?token=abc"
     with pytest.raises(ValueError):

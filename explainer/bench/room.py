@@ -48,18 +48,21 @@ def _events(url: str, seen: dict, stop: threading.Event) -> None:
         if not line:
             break
         if line.startswith(b"data: "):
-            seen[json.loads(line[6:])["seq"]] = time.perf_counter()
+            seen.setdefault(json.loads(line[6:])["seq"], time.perf_counter())     # first seen (a new seat pushes too)
     conn.close()
 
 
 def _worker(url: str, k: int, until: float, sent: list, refused: list, limited: list) -> None:
-    post_url = client.report_url(url)
+    post_url, keys = client.report_url(url), {}           # worker k posts for the seats = k (mod WORKERS)
     i = k
     while time.perf_counter() < until:
-        body = client.payload("accept", i % 3 == 0, None if i % 3 == 0 else "distinct values", seat=f"s{i % SEATS}")
+        seat = f"s{i % SEATS}"
+        body = client.payload("accept", i % 3 == 0, None if i % 3 == 0 else "distinct values", seat=seat,
+                              key=keys.get(seat))
         t0 = time.perf_counter()
         out = client.post(post_url, body, timeout=5.0)
         if out.get("status") == 200:
+            keys[seat] = out["answer"]["seat_key"] or keys.get(seat)      # a seat's first report claims it
             sent.append((out["answer"]["seq"], t0))
         elif out.get("status") == 429:             # the seat's rate limit doing its job (a fast machine)
             limited.append(i)

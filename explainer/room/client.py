@@ -1,14 +1,19 @@
-"""The learner's side of the room board: post one verdict to the instructor's board, fire-and-forget.
+"""The learner's side of the room board: join a room once, then every check posts its verdict there.
 
-With ``EXPLAINER_ROOM`` set (the URL ``python -m explainer room serve`` prints, ``http://HOST:P/?token=T``),
-every ``workshop check`` and notebook ``check()`` posts {exercise, passed, failure, seat, time} to
-``POST /api/report?token=T``. Never the learner's code, never anything else. ``EXPLAINER_SEAT`` names the seat
-(default ``user@host``).
+``python -m explainer room join URL --seat NAME`` (or ``join(URL, seat=NAME)`` in a notebook) keeps the room's
+URL (``http://HOST:P/?token=T``, what ``room serve`` prints) and the seat's name in this user's settings file,
+outside any repository (``$XDG_CONFIG_HOME/explainer/room.json``, else ``~/.config/explainer/room.json``; a 0700
+folder, a 0600 file: it holds the room's token). The board answers a seat's first join or report with a seat
+key, kept in the same file; later reports for that seat carry it, so nobody else can post as that seat. Every
+later ``workshop check`` and notebook ``check()``, in any kernel and after restarts, posts {exercise, passed,
+failure, seat, time, seat_key} to ``POST /api/report?token=T``: never the learner's code, never anything else.
+``EXPLAINER_ROOM`` and ``EXPLAINER_SEAT`` override the file. Without a joined seat the name is ``user@host``
+plus a random suffix made once per user, so identical lab machines still show as different seats.
 
-The standard library only (``urllib``): no torch, nothing of the package, so a report costs nothing to import.
-The post runs in a daemon thread bounded by ``TIMEOUT`` seconds in all; the caller either goes on at once (a
-notebook) or waits at most ``TIMEOUT`` (the command line, which exits right after). A failed post is recorded
-in ``LAST`` and, when waited for, one line on stderr; it never raises, never changes a verdict.
+The standard library only (``urllib``): no torch, nothing of the package. The post runs in a daemon thread
+bounded by ``TIMEOUT`` seconds in all; the caller either goes on at once (a notebook) or waits at most
+``TIMEOUT`` (the command line). A failed post is recorded in ``LAST`` and, when waited for, one line on
+stderr; it never raises, never changes a verdict.
 """
 
 from __future__ import annotations
@@ -16,49 +21,145 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import secrets
 import socket
 import sys
 import threading
 import time
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
 
+try:                                                      # POSIX; on Windows the last writer of the file wins
+    import fcntl
+except ImportError:                                       # pragma: no cover
+    fcntl = None
+
 ENV_ROOM, ENV_SEAT = "EXPLAINER_ROOM", "EXPLAINER_SEAT"
 TIMEOUT = 1.5                 # seconds, the whole post (connect, send, answer)
-MAX_SEAT, MAX_FAILURE = 64, 120
-FIELDS = ("exercise", "passed", "failure", "seat", "time")
+MAX_SEAT, MAX_FAILURE, MAX_KEY = 64, 120, 64
+FIELDS = ("exercise", "passed", "failure", "seat", "time", "seat_key")
+JOIN_FIELDS = ("seat", "seat_key")
 LAST: dict = {}               # the latest post's outcome: {"status": 200} or {"error": "..."} (tests, the CLI)
 
 
+def settings_path() -> str:
+    """This user's room settings: ``$XDG_CONFIG_HOME/explainer/room.json`` (default ``~/.config``)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "explainer", "room.json")
+
+
+def load_settings() -> dict:
+    """The settings file as a dict ({} when there is none or it is not ours to read)."""
+    try:
+        with open(settings_path(), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save(update) -> dict:
+    """Read, ``update(settings)``, write back whole (0600 in a 0700 folder), under a lock on the folder."""
+    path = settings_path()
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    lock = os.open(folder, os.O_RDONLY)
+    try:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        data = load_settings()
+        update(data)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    finally:
+        os.close(lock)
+    return data
+
+
+def clean_seat(seat: str) -> str:
+    """A seat name as the board will keep it (NFKC, spaces collapsed, printable, at most ``MAX_SEAT``)."""
+    name = " ".join(unicodedata.normalize("NFKC", str(seat)).split())
+    name = "".join(ch for ch in name if ch.isprintable())[:MAX_SEAT]
+    if not name:
+        raise ValueError(f"seat {seat!r}: expected 1..{MAX_SEAT} printable characters")
+    return name
+
+
 def default_seat() -> str:
+    """``user@host-XXXX``: the suffix is made once per user and kept, so cloned machines differ."""
+    data = load_settings()
+    suffix = data.get("suffix")
+    if not isinstance(suffix, str) or not suffix.isalnum():
+        suffix = secrets.token_hex(2)
+        try:
+            suffix = _save(lambda d: d.setdefault("suffix", suffix))["suffix"]
+        except OSError:
+            pass                                          # a read-only home: the suffix lasts this process
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "learner"
-    return f"{user}@{socket.gethostname()}"[:MAX_SEAT]
+    return clean_seat(f"{user}@{socket.gethostname()}"[:MAX_SEAT - 5] + f"-{suffix}")
+
+
+def room() -> str | None:
+    """The room's URL: ``EXPLAINER_ROOM``, else the joined one, else None."""
+    value = os.environ.get(ENV_ROOM) or load_settings().get("room")
+    return value if isinstance(value, str) and value else None
 
 
 def seat_name(seat: str | None = None) -> str:
-    seat = (seat or os.environ.get(ENV_SEAT) or default_seat()).strip()
-    return "".join(ch for ch in seat if ch.isprintable())[:MAX_SEAT] or default_seat()
+    """The seat: the one given, else ``EXPLAINER_SEAT``, else the joined one, else ``default_seat()``."""
+    chosen = seat or os.environ.get(ENV_SEAT) or load_settings().get("seat")
+    try:
+        return clean_seat(chosen) if isinstance(chosen, str) and chosen.strip() else default_seat()
+    except ValueError:
+        return default_seat()
 
 
-def report_url(room: str) -> str:
-    """``http://HOST:P/?token=T`` (the board's URL) -> ``http://HOST:P/api/report?token=T``."""
-    parts = urllib.parse.urlsplit(room.strip())
+def _keys(data: dict, room_url: str) -> dict:
+    """The seat keys kept for ``room_url`` (made a dict if the file held something else)."""
+    rooms = data["keys"] = data.get("keys") if isinstance(data.get("keys"), dict) else {}
+    keys = rooms[room_url] = rooms.get(room_url) if isinstance(rooms.get(room_url), dict) else {}
+    return keys
+
+
+def seat_key(room_url: str, seat: str) -> str | None:
+    key = _keys(load_settings(), room_url).get(seat)
+    return key if isinstance(key, str) else None
+
+
+def keep_key(room_url: str, seat: str, key: str) -> None:
+    def update(data: dict) -> None:
+        _keys(data, room_url)[seat] = key
+    _save(update)
+
+
+def api_url(room_url: str, route: str) -> str:
+    """``http://HOST:P/?token=T`` (the board's URL) -> ``http://HOST:P/api/ROUTE?token=T``."""
+    parts = urllib.parse.urlsplit(room_url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{ENV_ROOM}={room!r}: expected the board's URL, http://HOST:PORT/?token=T")
+        raise ValueError(f"room {room_url!r}: expected the board's URL, http://HOST:PORT/?token=T")
     token = urllib.parse.parse_qs(parts.query).get("token", [""])[0]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/api/report",
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"/api/{route}",
                                     urllib.parse.urlencode({"token": token}), ""))
 
 
-def payload(exercise: str, passed: bool, failure: str | None, seat: str | None = None) -> dict:
-    """The whole report: five fields (``FIELDS``), nothing of the code."""
+def report_url(room_url: str) -> str:
+    return api_url(room_url, "report")
+
+
+def payload(exercise: str, passed: bool, failure: str | None, seat: str | None = None,
+            key: str | None = None) -> dict:
+    """The whole report: the six ``FIELDS``, nothing of the code."""
     return {"exercise": str(exercise), "passed": bool(passed),
             "failure": None if passed or failure is None else str(failure)[:MAX_FAILURE],
-            "seat": seat_name(seat), "time": round(time.time(), 3)}
+            "seat": seat_name(seat), "time": round(time.time(), 3), "seat_key": key}
 
 
 def post(url: str, body: dict, timeout: float = TIMEOUT) -> dict:
@@ -70,30 +171,56 @@ def post(url: str, body: dict, timeout: float = TIMEOUT) -> dict:
             answer = resp.read(4096)
             return {"status": resp.status, "answer": json.loads(answer or b"{}")}
     except urllib.error.HTTPError as exc:
-        return {"status": exc.code, "error": f"the board refused the report (HTTP {exc.code}: "
-                                             f"{exc.read(200).decode(errors='replace').strip()})"}
+        try:
+            why = json.loads(exc.read(400)).get("error", "")
+        except (ValueError, AttributeError, OSError):
+            why = ""
+        return {"status": exc.code, "error": f"the board refused it (HTTP {exc.code}: {str(why)[:200]})"}
     except (OSError, ValueError) as exc:          # refused, unreachable, timed out, not JSON
         return {"error": f"the board did not answer ({getattr(exc, 'reason', exc)})"}
 
 
+def _claimed(room_url: str, seat: str, out: dict) -> dict:
+    """Keep the seat key the board just gave (its first answer for this seat)."""
+    key = out.get("answer", {}).get("seat_key") if isinstance(out.get("answer"), dict) else None
+    if out.get("status") == 200 and isinstance(key, str):
+        try:
+            keep_key(room_url, seat, key)
+        except OSError as exc:
+            out["error"] = f"the seat key could not be kept in {settings_path()} ({exc.strerror})"
+    return out
+
+
+def join(room_url: str, seat: str) -> dict:
+    """Join ``room_url`` as ``seat``: keep both in the settings file and claim the seat on the board (its key is
+    kept). Returns the board's answer ({"status": 200, ...}) or {"error": ...}; ``ValueError`` on a bad URL or
+    name (nothing is kept then)."""
+    url, seat = api_url(room_url, "join"), clean_seat(seat)
+    out = post(url, {"seat": seat, "seat_key": seat_key(room_url, seat)})
+    if out.get("status") in (None, 200):                  # joined, or the board is not up yet: keep the choice
+        _save(lambda d: d.update(room=room_url.strip(), seat=seat))
+    return _claimed(room_url.strip(), seat, out)
+
+
 def report_verdict(exercise: str, passed: bool, failure: str | None, seat: str | None = None,
                    wait: bool = False) -> threading.Thread | None:
-    """Post one verdict if ``EXPLAINER_ROOM`` is set; ``wait``: block up to ``TIMEOUT`` (then say a failure)."""
-    room = os.environ.get(ENV_ROOM)
-    if not room:
+    """Post one verdict if a room is joined or ``EXPLAINER_ROOM`` set; ``wait``: block up to ``TIMEOUT``."""
+    room_url = room()
+    if not room_url:
         return None
     try:
-        url = report_url(room)
+        url = report_url(room_url)
     except ValueError as exc:
         LAST.clear()
         LAST["error"] = str(exc)
         if wait:
             print(f"room: report not sent: {exc}", file=sys.stderr)
         return None
-    body = payload(exercise, passed, failure, seat)
+    name = seat_name(seat)
+    body = payload(exercise, passed, failure, name, seat_key(room_url, name))
 
     def send():
-        LAST.update(post(url, body))
+        LAST.update(_claimed(room_url, name, post(url, body)))
 
     LAST.clear()
     thread = threading.Thread(target=send, name="explainer-room-report", daemon=True)

@@ -1,15 +1,18 @@
-"""The room board's web server: reports in, the summary and the live board out, one room token on every request.
+"""The room board's web server: seats and reports in, the summary and the live board out, the room token first.
 
 Tornado, because it is a well-kept asynchronous server with no dependencies of its own (it is what Jupyter
 runs on, so every workshop machine with JupyterLab already has it), serves a long-lived server-sent-events
-stream per board without a thread each, and caps request sizes itself. The server is one process and one
-thread: the SQLite store is written from the event loop only.
+stream per board without a thread each, and reads request bodies as they arrive. The server is one process
+and one thread: the SQLite store is written from the event loop only.
 
-Routes (every one needs ``?token=T`` or ``Authorization: Bearer T``: 401 without, 403 wrong):
-``GET /`` the board page (HTML, CSS and JS from this package, nothing from outside); ``POST /api/report``
-one verdict (``intake.parse``; 4xx and nothing stored when refused; 429 past the seat's rate);
-``GET /api/summary`` the room in numbers; ``GET /api/board`` what the page draws (its polling fallback);
-``GET /api/events`` the same as server-sent events, pushed at most every ``PUSH_EVERY`` seconds after a change.
+Every route needs ``?token=T`` or ``Authorization: Bearer T`` (401 without, 403 wrong), checked as soon as the
+headers are in, before any body is read; bodies are then read under a deadline and a 2 KiB cap
+(``guard.py`` bounds connections and logs). Routes: ``GET /`` the board page (HTML, CSS and JS from this
+package, nothing from outside); ``POST /api/join`` claim a seat ({seat, seat_key}; the answer holds the seat's
+key the first time); ``POST /api/report`` one verdict (``intake.parse``; the seat's first report claims it too;
+4xx and nothing stored when refused; 429 past the seat's rate); ``GET /api/summary`` the room in numbers;
+``GET /api/board`` what the page draws (its polling fallback); ``GET /api/events`` the same as server-sent
+events, pushed at most every ``PUSH_EVERY`` seconds after a change.
 """
 
 from __future__ import annotations
@@ -20,30 +23,30 @@ import json
 import time
 from importlib import resources
 
-import tornado.httpserver
 import tornado.ioloop
 import tornado.iostream
 import tornado.netutil
 import tornado.web
 
-from explainer.room.board import intake
-from explainer.room.board.store import MAX_SEATS, RoomFull, Store
+from explainer.room.board import guard, intake
+from explainer.room.board.store import SEATS_PER_CLIENT, Store
 from explainer.workshop.exercises import EXERCISES
 
 PUSH_EVERY = 0.1          # seconds between two pushes of a changing board (coalesces a burst of reports)
 PING_EVERY = 15.0         # an idle stream's keep-alive comment (proxies and browsers drop silent streams)
 MAX_LISTENERS = 50        # open boards (the projector, a few laptops); beyond it 503
-MAX_SERVER_BODY = 65536   # tornado refuses larger bodies before reading them; intake caps reports at 2 KiB
+MAX_SERVER_BODY = 65536   # tornado refuses a larger Content-Length itself (400); a route takes intake.MAX_BODY
 
 
 class Room:
-    """The server's state: the store, the rate limit, the open event streams."""
+    """The server's state: the store, the rate limit, the open event streams, the log."""
 
-    def __init__(self, db: str, rate: float | None = intake.RATE):
-        self.store = Store(db, list(EXERCISES))
+    def __init__(self, db: str, rate: float | None = intake.RATE, seats_per_client: int = SEATS_PER_CLIENT):
+        self.store = Store(db, list(EXERCISES), seats_per_client)
         self.limit = intake.RateLimit(rate)
+        self.log = guard.OneLine(self.store.token)
         self.listeners: set[Events] = set()
-        self.pushed_seq = -1
+        self.pushed = -1
         self.page = _page()
 
     def board_json(self) -> str:
@@ -55,9 +58,9 @@ class Room:
     def push(self) -> None:
         """Send the board to every stream if it changed; a stream still flushing the last push is skipped."""
         now = time.monotonic()
-        changed = self.store.seq != self.pushed_seq
+        changed = self.store.version != self.pushed
         if changed:
-            self.pushed_seq = self.store.seq
+            self.pushed = self.store.version
             data = f"data: {self.board_json()}\n\n"
         for listener in list(self.listeners):
             if changed:
@@ -73,9 +76,13 @@ def _page() -> str:
                 .replace("/*BOARD_JS*/", (static / "board.js").read_text(encoding="utf-8")))
 
 
+@tornado.web.stream_request_body
 class Base(tornado.web.RequestHandler):
+    """The token before anything else; a body only where a route takes one, at most ``intake.MAX_BODY``."""
+    takes_body = False
+
     def initialize(self, room: Room):
-        self.room = room
+        self.room, self.body = room, bytearray()
 
     def prepare(self):
         token = self.get_query_argument("token", None)
@@ -86,8 +93,26 @@ class Base(tornado.web.RequestHandler):
             self.refuse(401, "this room needs its token: open the URL `room serve` printed (?token=...)")
         elif not hmac.compare_digest(token.encode(), self.room.store.token.encode()):
             self.refuse(403, "wrong room token")
+        elif not self.request.headers.get("Content-Length", "0").isdigit():
+            self.refuse(400, "Content-Length: expected a number of bytes")
+        elif int(self.request.headers.get("Content-Length", "0")) > intake.MAX_BODY:
+            self.refuse(413, f"bodies are capped at {intake.MAX_BODY} bytes")           # refused unread
+
+    def data_received(self, chunk: bytes):
+        if self._finished:
+            return
+        self.body += chunk
+        if not self.takes_body:
+            self.refuse(400, "this route takes no body")
+        elif len(self.body) > intake.MAX_BODY:
+            self.refuse(413, f"bodies are capped at {intake.MAX_BODY} bytes")
 
     def refuse(self, status: int, message: str):
+        """The answer to a refused request: JSON, and one (rate-limited) line of log without the query."""
+        self.room.log.line(f"refused {status} {self.request.method} {self.request.path} from "
+                           f"{self.request.remote_ip}: {message}")
+        if self._finished:
+            return
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"error": message}))
@@ -95,9 +120,20 @@ class Base(tornado.web.RequestHandler):
     def write_error(self, status_code, **kwargs):
         self.refuse(status_code, self._reason)
 
+    def log_exception(self, typ, value, tb):
+        """An error of the server's own: one line naming its type, never a traceback or the request's query."""
+        self.room.log.line(f"error {self.request.method} {self.request.path}: {typ.__name__ if typ else '?'}")
+
     def set_default_headers(self):
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
+
+    def own_machine(self) -> bool:
+        """The client runs on the board's machine (it connected from the address it connected to)."""
+        try:
+            return self.request.connection.stream.socket.getsockname()[0] == self.request.remote_ip
+        except (AttributeError, OSError):
+            return False
 
 
 class Page(Base):
@@ -108,22 +144,35 @@ class Page(Base):
         self.finish(self.room.page)
 
 
-class Report(Base):
+class Join(Base):
+    takes_body = True
+
     def post(self):
         try:
-            report = intake.parse(self.request.body, EXERCISES)
+            seat = intake.parse_join(bytes(self.body))
+            key = self.room.store.claim(seat["seat"], seat["seat_key"], self.request.remote_ip, self.own_machine(),
+                                        time.time())
+        except intake.Refused as exc:
+            return self.refuse(exc.status, str(exc))
+        self.finish({"seat": seat["seat"], "seat_key": key})
+
+
+class Report(Base):
+    takes_body = True
+
+    def post(self):
+        try:
+            report = intake.parse(bytes(self.body), EXERCISES)
             store = self.room.store
-            if report["seat"] not in store.seats and len(store.seats) >= MAX_SEATS:
-                raise intake.Refused(409, f"the room holds {MAX_SEATS} seats already")
+            key = store.claim(report["seat"], report["seat_key"], self.request.remote_ip, self.own_machine(),
+                              time.time())
             if not self.room.limit.allow(report["seat"]):
                 self.set_header("Retry-After", "1")
                 raise intake.Refused(429, f"at most {intake.RATE:g} reports per second per seat")
             seq = store.add(report, time.time())
         except intake.Refused as exc:
             return self.refuse(exc.status, str(exc))
-        except RoomFull as exc:
-            return self.refuse(409, str(exc))
-        self.finish({"seq": seq})
+        self.finish({"seq": seq, "seat": report["seat"], "seat_key": key})
 
 
 class Summary(Base):
@@ -170,26 +219,34 @@ class Events(Base):
 
 
 def make_app(room: Room) -> tornado.web.Application:
-    routes = [(r"/", Page), (r"/api/report", Report), (r"/api/summary", Summary), (r"/api/board", BoardState),
-              (r"/api/events", Events)]
+    routes = [(r"/", Page), (r"/api/join", Join), (r"/api/report", Report), (r"/api/summary", Summary),
+              (r"/api/board", BoardState), (r"/api/events", Events)]
     return tornado.web.Application([(path, handler, {"room": room}) for path, handler in routes],
-                                   log_function=_log)
+                                   log_function=lambda handler: None, default_handler_class=NotFound,
+                                   default_handler_args={"room": room})
 
 
-def _log(handler) -> None:
-    """Only the server's own failures, without the query (it holds the token); refusals are the answer."""
-    if handler.get_status() >= 500:
-        print(f"room: {handler.get_status()} {handler.request.method} {handler.request.path}", flush=True)
+class NotFound(Base):
+    def prepare(self):
+        super().prepare()
+        if not self._finished:
+            self.refuse(404, "no such page")
 
 
-def serve(db: str, port: int, listen: str, on_ready, rate: float | None = intake.RATE) -> None:
-    """Bind, call ``on_ready(port, token)``, serve until KeyboardInterrupt (Ctrl-C or SIGTERM via the CLI)."""
-    room = Room(db, rate)
+def serve(db: str, port: int, listen: str, on_ready, rate: float | None = intake.RATE,
+          seats_per_client: int = SEATS_PER_CLIENT) -> None:
+    """Bind, call ``on_ready(port, token)``, serve until KeyboardInterrupt (Ctrl-C or SIGTERM via the CLI).
+    ``store.InUse`` when another board serves ``db``."""
+    max_open = guard.max_connections()
+    room = Room(db, rate, seats_per_client)
+    guard.quiet_libraries(room.log)
     sockets = tornado.netutil.bind_sockets(port, listen)
-    server = tornado.httpserver.HTTPServer(make_app(room), max_body_size=MAX_SERVER_BODY,
-                                           max_buffer_size=1 << 20, idle_connection_timeout=60)
+    server = guard.RoomServer(make_app(room), log=room.log, max_open=max_open, max_body_size=MAX_SERVER_BODY,
+                              max_header_size=8192, max_buffer_size=1 << 20,
+                              idle_connection_timeout=guard.HEADER_TIMEOUT, body_timeout=guard.BODY_TIMEOUT)
     server.add_sockets(sockets)
     loop = tornado.ioloop.IOLoop.current()
+    loop.asyncio_loop.set_exception_handler(lambda _, ctx: room.log.line(f"error: {ctx.get('message', '?')}"))
     pusher = tornado.ioloop.PeriodicCallback(room.push, PUSH_EVERY * 1000)
     pusher.start()
     try:

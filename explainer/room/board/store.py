@@ -1,24 +1,41 @@
-"""The room's state in one SQLite file: each seat's latest verdict per exercise, the room token, a report count.
+"""The room's state in one SQLite file: the seats and their keys, each seat's latest verdict per exercise, the
+room token, a report count.
 
-One row per (seat, exercise) (an upsert: the latest report wins, ``attempts`` counts them), so the file is
-bounded by ``MAX_SEATS`` x the exercises whatever the room posts. A restart reads the file back: the same
-token (the learners' ``EXPLAINER_ROOM`` stays valid) and the same board. WAL journal, ``synchronous=NORMAL``:
-a commit per report without an fsync per report (a power cut may lose the last reports, never the file); the
-WAL is checkpointed every ~800 KiB and cut back to 1 MiB, so the files stay under ~1.5 MiB for a full room.
-The rows are also held in memory (at most ``MAX_SEATS`` x exercises small tuples) so the summary costs no query.
+One row per seat (its name, what the name looks like, the hash of its seat key, the client that claimed it)
+and one per (seat, exercise) (an upsert: the latest report wins, ``attempts`` counts them), so the file is
+bounded by ``MAX_SEATS`` x the exercises whatever the room posts. A seat belongs to whoever claimed it first:
+the board gives that client a key (only its SHA-256 is kept) and refuses later reports for the seat without
+it; a name that looks like a taken one (``intake.skeleton``) is refused; one client claims at most
+``seats_per_client`` seats (the board's own machine, where the instructor grades a folder, is not counted).
+
+The file is created 0600 (it holds the room token) and locked for as long as the board serves
+(``fcntl.flock``): a second server on the same file refuses to start. A restart reads the file back: the same
+token (the learners' joined rooms stay valid), the same seats and board. WAL journal, ``synchronous=NORMAL``:
+a commit per report without an fsync per report (a power cut may lose the last reports, never the file); the WAL
+is checkpointed every ~800 KiB and cut back to 1 MiB. The rows are also held in memory so a summary costs no query.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import hmac
+import os
 import secrets
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 
-MAX_SEATS = 500           # a room; beyond it a new seat's report is refused (409), known seats still post
+from explainer.room.board.intake import Refused, skeleton
+
+MAX_SEATS = 500           # a room; beyond it a new seat is refused (409), known seats still post
+SEATS_PER_CLIENT = 3      # new seats one client (address) may claim; the board's own machine is not counted
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS seats (
+    seat TEXT PRIMARY KEY, skeleton TEXT NOT NULL UNIQUE, key_sha256 TEXT NOT NULL, client TEXT NOT NULL,
+    joined REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS latest (
     seat TEXT NOT NULL, exercise TEXT NOT NULL, passed INTEGER NOT NULL, failure TEXT,
     time REAL NOT NULL, received REAL NOT NULL, attempts INTEGER NOT NULL,
@@ -35,13 +52,37 @@ class Cell:
     attempts: int
 
 
-class RoomFull(Exception):
+class RoomFull(Refused):
     """A new seat beyond ``MAX_SEATS``."""
+
+    def __init__(self):
+        super().__init__(409, f"the room holds {MAX_SEATS} seats already")
+
+
+class InUse(Exception):
+    """Another board serves this file."""
+
+
+def _sha(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _private_file(path: str) -> int:
+    """Open (create) ``path`` 0600 and lock it for this process; ``InUse`` if another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InUse(f"another room board already serves {path}; stop it (Ctrl-C) or give another --db") from None
+    os.fchmod(fd, 0o600)                                  # a file made by an older version, or another umask
+    return fd
 
 
 class Store:
-    def __init__(self, path: str, exercises: list[str]):
-        self.exercises = list(exercises)
+    def __init__(self, path: str, exercises: list[str], seats_per_client: int = SEATS_PER_CLIENT):
+        self.exercises, self.seats_per_client = list(exercises), seats_per_client
+        self.lock = _private_file(path)
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -54,7 +95,13 @@ class Store:
         for seat, ex, passed, failure, t, received, attempts in self.db.execute(
                 "SELECT seat, exercise, passed, failure, time, received, attempts FROM latest"):
             self.cells[(seat, ex)] = Cell(bool(passed), failure, t, received, attempts)
-        self.seats = {seat for seat, _ in self.cells}
+        for seat in {seat for seat, _ in self.cells}:        # a file of an older board: its seats, unclaimed
+            self.db.execute("INSERT OR IGNORE INTO seats VALUES (?, ?, '', '', 0)", (seat, f"{skeleton(seat)}\0{seat}"))
+        self.seats = {seat: (skel, key, client) for seat, skel, key, client in self.db.execute(
+            "SELECT seat, skeleton, key_sha256, client FROM seats")}
+        self.version = self.seq                           # changes with every report and every new seat (pushes)
+        self.skeletons = {skeleton(seat): seat for seat in sorted(self.seats, reverse=True)}
+        self.claimed_by = Counter(client for _, _, client in self.seats.values())
 
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -65,11 +112,36 @@ class Store:
                         (key, value))
         return value
 
+    def claim(self, seat: str, key: str | None, client: str, own_machine: bool, now: float) -> str | None:
+        """The seat for this client: a new key when it claims the seat now, None when its key matches.
+        ``Refused``: 403 someone else's seat, 409 a look-alike name or a full room, 429 too many new seats."""
+        if seat in self.seats and self.seats[seat][1]:
+            if not (key and hmac.compare_digest(_sha(key), self.seats[seat][1])):
+                raise Refused(403, f"seat {seat!r} belongs to another learner (the seat key is missing or wrong); "
+                                   f"join with another name")
+            return None
+        if seat in self.seats:                            # a seat an older board kept, without a key: claim it
+            new = secrets.token_urlsafe(24)
+            self.db.execute("UPDATE seats SET key_sha256 = ?, client = ? WHERE seat = ?", (_sha(new), client, seat))
+            self.seats[seat] = (self.seats[seat][0], _sha(new), client)
+            return new
+        skel = skeleton(seat)
+        if skel in self.skeletons:
+            raise Refused(409, f"seat {seat!r} looks like the seat {self.skeletons[skel]!r}; choose another name")
+        if len(self.seats) >= MAX_SEATS:
+            raise RoomFull()
+        if not own_machine and self.claimed_by[client] >= self.seats_per_client:
+            raise Refused(429, f"this client has claimed {self.seats_per_client} seats already; one per learner")
+        new = secrets.token_urlsafe(24)
+        self.db.execute("INSERT INTO seats VALUES (?, ?, ?, ?, ?)", (seat, skel, _sha(new), client, now))
+        self.seats[seat], self.skeletons[skel] = (skel, _sha(new), client), seat
+        self.claimed_by[client] += 1
+        self.version += 1                                 # the board shows the new seat
+        return new
+
     def add(self, report: dict, received: float) -> int:
-        """Store one validated report; returns its sequence number (1, 2, ...). Raises RoomFull."""
+        """Store one validated report of a claimed seat; returns its sequence number (1, 2, ...)."""
         seat, ex = report["seat"], report["exercise"]
-        if seat not in self.seats and len(self.seats) >= MAX_SEATS:
-            raise RoomFull(f"the room holds {MAX_SEATS} seats already")
         old = self.cells.get((seat, ex))
         cell = Cell(report["passed"], report["failure"], report["time"], received, (old.attempts if old else 0) + 1)
         self.db.execute("BEGIN")
@@ -85,8 +157,8 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.seq += 1
+        self.version += 1
         self.cells[(seat, ex)] = cell
-        self.seats.add(seat)
         return self.seq
 
     def summary(self) -> dict:
@@ -101,14 +173,15 @@ class Store:
         return {"seats": len(self.seats), "exercises": out}
 
     def board(self) -> dict:
-        """What the page draws: the summary, the report count and one row per seat (latest report first)."""
-        rows = {}
+        """What the page draws: the summary, the report count and one row per seat (joined seats too)."""
+        rows = {seat: {"seat": seat, "last": 0.0, "cells": {}} for seat in self.seats}
         for (seat, ex), c in self.cells.items():
             row = rows.setdefault(seat, {"seat": seat, "last": 0.0, "cells": {}})
             row["cells"][ex] = {"passed": c.passed, "failure": c.failure, "attempts": c.attempts}
             row["last"] = max(row["last"], c.received)
-        return {"seq": self.seq, "summary": self.summary(),
+        return {"seq": self.seq, "version": self.version, "summary": self.summary(),
                 "seats": sorted(rows.values(), key=lambda r: r["seat"].lower())}
 
     def close(self) -> None:
         self.db.close()
+        os.close(self.lock)

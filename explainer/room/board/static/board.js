@@ -8,7 +8,7 @@
   const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
                                    if (text !== undefined) e.textContent = text; return e; };
   const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
-  let how = "connecting", lastSeq = -1, pollTimer = null;
+  let how = "connecting", lastSeq = -1, lastVersion = -1, pollTimer = null;
 
   function card(ex, s, seats) {
     const c = el("article", "ex"); c.dataset.exercise = ex.id;
@@ -35,8 +35,8 @@
   }
 
   function draw(state) {
-    if (state.seq < lastSeq) return;
-    lastSeq = state.seq;
+    if (state.version < lastVersion) return;             // an older state arriving late (polling and live at once)
+    lastSeq = state.seq; lastVersion = state.version;
     const seats = state.summary.seats;
     $("exercises").replaceChildren(...state.exercises.map((ex) => card(ex, state.summary.exercises[ex.id], seats)));
     const head = [el("th", "", "seat")].concat(state.exercises.map((ex) => el("th", "", ex.id)));
