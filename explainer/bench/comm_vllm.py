@@ -5,7 +5,9 @@ generic path, through the same harness (``explainer.bench.comm.pingpong`` and ``
 right after the toy's measurement in the same ``bench`` run; ``rows`` puts each vLLM figure beside the toy's.
 Ratios: vLLM's time over the toy's (latency), the toy's throughput over vLLM's: above 1 means the toy is faster.
 vLLM's C++ waits spin with no sleep, so on a loaded 2-core machine its figures swing more than the toy's.
-Without the vLLM environment there are no vLLM rows, and one row says why.
+Without the vLLM environment there are no vLLM rows, and one short row says why. On a build without the
+shared-memory ops (``_C_AVX2``, an AVX2-only CPU) vLLM has no C++ channel to measure: one short row names the
+library, and only the generic path is compared.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from explainer import vllm_env
 from explainer.bench import Row
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)        # explainer.bench.comm.SIZES
+WHY_WIDTH = 70                                        # a reason shown in a row's name: the table stays readable
 
 
 def label(n: int) -> str:
@@ -32,18 +35,32 @@ def measure(quick: bool = False) -> dict | str:
         return str(exc)
     r0, r1 = out["ranks"]
     if r0.get("error") or r1.get("error"):
-        return str(r0.get("error") or r1.get("error"))
-    return {"latency": {p: r0["medians"][f"latency/{p}"] for p in ("shm", "generic")},
-            "throughput": {p: {s: s / r1["medians"][f"stream/{p}/{s}"] for s in SIZES} for p in ("shm", "generic")}}
+        err = r0.get("error") or r1.get("error")
+        return f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else str(err)
+    paths = [p for p in ("shm", "generic") if f"latency/{p}" in r0["medians"]]
+    return {"latency": {p: r0["medians"][f"latency/{p}"] for p in paths},
+            "throughput": {p: {s: s / r1["medians"][f"stream/{p}/{s}"] for s in SIZES} for p in paths},
+            "kernels": r0.get("kernels")}
+
+
+def short(why: str) -> str:
+    why = " ".join(str(why).split())
+    return why if len(why) <= WHY_WIDTH else why[:WHY_WIDTH - 1] + "…"
 
 
 def rows(toy: dict, peer: dict | str) -> list[Row]:
     """The toy's figures (``explainer.bench.comm.measure``) beside vLLM's, one row per path and size."""
     if isinstance(peer, str):
-        return [Row("comm", f"vLLM {vllm_env.VLLM_VERSION} channel: not measured ({peer})", 0.0, None, "", None,
-                    "(info)", True)]
+        return [Row("comm", f"vLLM {vllm_env.VLLM_VERSION} channel: not measured ({short(peer)})", 0.0, None, "",
+                    None, "(info)", True)]
     out = []
+    if "shm" not in peer["latency"]:
+        lib = (peer.get("kernels") or {}).get("library") or "this build"
+        out.append(Row("comm", f"vLLM {vllm_env.VLLM_VERSION} C++ shm: not measured ({lib} has no shm ops)", 0.0,
+                       None, "", None, "(info)", True))
     for path, what in (("shm", "C++ shm"), ("generic", "generic")):
+        if path not in peer["latency"]:
+            continue
         ours, theirs = toy["latency"][path] * 1e6, peer["latency"][path] * 1e6
         goal = ">= 2x" if path == "shm" else "(info)"
         out.append(Row("comm", f"4 KiB one-way latency, toy {path} vs vLLM {what} (us)", ours, theirs, "us",

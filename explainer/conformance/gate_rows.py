@@ -70,7 +70,8 @@ def rows(probe: dict | None = None, toy: dict | None = None) -> list[Row]:
     vllm_pre = {"passes_pp_gate": not str(pre_err.get("message", "")).startswith(PP_MESSAGE_START),
                 "next": next_step(pre_err), "registered_as": pre.get("registered_as")}
     return [compare(names[0], {"supports_pp": toy["supports_pp"]},
-                    {"supports_pp": probe["supports-pp"]["supports_pp"], "bases": probe["supports-pp"]["bases"]},
+                    {"supports_pp": probe["supports-pp"]["supports_pp"], "bases": probe["supports-pp"]["bases"],
+                     "kernels": probe.get("kernels")},
                     ["supports_pp"], how_pp),
             compare(names[1], toy_llm, llm_values(probe["llm-pp2"]), ["exception", "message", "worker_processes"],
                     how_llm),

@@ -6,26 +6,45 @@ import sys
 
 from explainer import vllm_env
 from explainer.conformance import comm_rows, drift, gate_rows
-from explainer.conformance.rows import Row
+from explainer.conformance.rows import Row, compare
 
 SECTIONS = (("PP startup gate", gate_rows.rows), ("communicator on this machine", comm_rows.local_rows),
             ("communicator on two hosts", comm_rows.hosts_rows), ("vLLM's source", drift.rows))
 
 
 def run_all(progress=None) -> list[Row]:
-    """Every row; ``progress(section)`` is called before each section (they take seconds to minutes)."""
+    """Every row; ``progress(section)`` is called before each section (they take seconds to minutes). The last row
+    checks that every vLLM process of the run loaded the same kernel library."""
     vllm_env.require()
     rows: list[Row] = []
     for title, section in SECTIONS:
         if progress:
             progress(title)
         rows.extend(section())
-    return rows
+    return rows + [one_build_row(rows)]
+
+
+def builds(rows: list[Row]) -> list[dict]:
+    """The kernel libraries the run's vLLM processes reported (build-dependent rows, and the probe's)."""
+    return [b for r in rows for b in (r.build, r.vllm.get("kernels")) if isinstance(b, dict) and b.get("library")]
+
+
+def one_build_row(rows: list[Row]) -> Row:
+    """Every vLLM process of the run loaded one library (else the toy was configured unlike some of them)."""
+    seen = sorted({(b["library"], b.get("has_shm_ops"), b.get("same_on_every_rank", True)) for b in builds(rows)})
+    libs = [{"library": lib, "has_shm_ops": ops, "same_on_every_rank": same} for lib, ops, same in seen]
+    return compare("kernels: one library in every vLLM process of this run",
+                   {"libraries": 1, "same_on_every_rank": True},
+                   {"libraries": len(libs), "same_on_every_rank": all(b["same_on_every_rank"] for b in libs),
+                    "seen": libs},
+                   ["libraries", "same_on_every_rank"],
+                   "the kernel library each vLLM process reported (explainer.vllm_side.kernels: the .so mapped in it)")
 
 
 def to_json(rows: list[Row]) -> dict:
+    found = builds(rows)
     return {"vllm_version": vllm_env.VLLM_VERSION, "engine": vllm_env.ENGINE_LABEL,
-            "rows": [r.to_json() for r in rows]}
+            "kernels": found[0] if found else None, "rows": [r.to_json() for r in rows]}
 
 
 def all_agree(rows: list[Row]) -> bool:
@@ -40,10 +59,13 @@ def shown(values: dict, keys: list[str]) -> str:
 
 
 def print_table(rows: list[Row], out=sys.stdout) -> None:
+    found = builds(rows)
     print(f"conformance: the toy against {vllm_env.ENGINE_LABEL}, {len(rows)} rows", file=out)
+    print(f"  this machine's vLLM: {vllm_env.build_text(found[0] if found else None)}; rows marked [build] depend on "
+          f"it and compare the toy configured like it", file=out)
     for r in rows:
         mark = {True: "✓ agree", False: "✗ DIFFER", None: "- skipped"}[r.agree]
-        print(f"\n{mark}  {r.name}", file=out)
+        print(f"\n{mark}  {r.name}{'  [build]' if r.build else ''}", file=out)
         if r.name.startswith("source: "):
             print(f"    quote:  {r.toy.get('quote', '')[:150]}", file=out)
             print(f"    vLLM:   {r.vllm.get('found_at') or r.vllm}", file=out)

@@ -13,10 +13,11 @@ class Row:
     agree: bool | None                  # None: not run here (the reason is in ``vllm``)
     how: str = ""                       # what ran for real on each side, and what was composed
     keys: list[str] = field(default_factory=list)   # the fields compared (the others are shown, not compared)
+    build: dict | None = None           # the kernel library vLLM loaded, when the answer depends on it
 
     def to_json(self) -> dict:
         return {"name": self.name, "toy": self.toy, "vllm": self.vllm, "agree": self.agree, "compared": self.keys,
-                "how": self.how}
+                "how": self.how, "depends_on_build": self.build is not None, "build": self.build}
 
 
 def compare(name: str, toy: dict, vllm: dict, keys: list[str], how: str) -> Row:

@@ -106,6 +106,8 @@ def describe_run(per_rank: Sequence[Mapping]) -> str:
                      f"supports_tensor_dict={(i.get('decision') or {}).get('supports_tensor_dict')}, "
                      f"path {i.get('path')}")
         lines += [f"  log: {s}" for s in i.get("log_lines") or []]
+        really = (i.get("decision") or {}).get("really_failed")   # vLLM's line blames the names whatever failed
+        lines += [f"  what really failed: {really}"] if i.get("log_lines") and really else []
         lines.append("  " + _outcome(i)[1])
     return "\n".join(lines)
 

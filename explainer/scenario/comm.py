@@ -10,6 +10,10 @@ makes them: each node picks its own free port, which becomes its ``EXPLAINER_DIS
                                build-based gate still takes the custom path -> both ranks raise
                                ``AttributeError: module 'torch.distributed' has no attribute ...``.
 * ``comm-inter-node-fixed``    two nodes, post-#40150 gate: fallback logged, generic path delivers.
+
+Each takes ``shm_ops``: None runs the toy as this machine's build would be (``EXPLAINER_SHM_OPS``, else built on
+x86-64); False runs it like vLLM's ``_C_AVX2`` build (an AVX2-only CPU), which has no shared-memory ops: then every
+rank falls back, logs vLLM's line about the SHM group name, and ``really_failed`` says what failed instead.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
     info = {"rank": group.rank_in_group, "ident": os.environ.get("EXPLAINER_DIST_IDENT"), "gate": gate,
             "backend": comm.backend, "decision": comm.decision.to_json(), "log_lines": list(comm.decision.log_lines),
             "use_cpu_custom_send_recv": group.use_cpu_custom_send_recv, "gate_inputs": group.gate_inputs,
+            "shm_ops_built": comm.config.shm_ops_built,
             "path": "custom (CpuCommunicator)" if group.use_cpu_custom_send_recv else "generic (metadata + gloo sends)",
             "error": None, "transfers": [], "received_equal": None}
     expected = pp_dict()
@@ -83,11 +88,16 @@ def exchange_rank(gate: str, group_prefix: str = "pp") -> dict:
     return info
 
 
-def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
+def shm_ops_env(shm_ops: bool | None) -> dict[str, str]:
+    """The rank processes' ``EXPLAINER_SHM_OPS`` for ``shm_ops`` (None: leave the machine's own answer)."""
+    return {} if shm_ops is None else {"EXPLAINER_SHM_OPS": "1" if shm_ops else "0"}
+
+
+def _run(name: str, backend: str, nodes: int, gate: str, shm_ops: bool | None = None) -> ScenarioResult:
     validate_env()                                        # bad EXPLAINER_* values: exit 2 before any process
     comm_timeout = env_timeout(default=20.0)              # the user's EXPLAINER_COMM_TIMEOUT wins
     node_of = [0, 0] if nodes == 1 else [0, 1]
-    results, hosts_run, overridden = _launch_pair(name, backend, nodes, node_of, gate, comm_timeout)
+    results, hosts_run, overridden = _launch_pair(name, backend, nodes, node_of, gate, comm_timeout, shm_ops)
     per_rank = _per_rank(results, node_of)
     errors = [i for i in per_rank if i.get("error")]
     delivered = not errors and per_rank[1].get("received_equal") is True
@@ -105,6 +115,7 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
         bytes_per_step={t["name"]: t["bytes"] for t in sent} if delivered else {},
         details={"note": NOTE if not hosts_run else HOSTS_NOTE, "transport": backend if hosts_run else "processes",
                  "gate": gate, "simulated_nodes": 0 if hosts_run else nodes,
+                 "shm_ops_built": [i.get("shm_ops_built") for i in per_rank],
                  **({"hosts": hosts_details(hosts_run)} if hosts_run else {}),
                  "comm_timeout": comm_timeout, "env_not_used": overridden,
                  "backend_per_rank": [i.get("backend") for i in per_rank],
@@ -115,7 +126,8 @@ def _run(name: str, backend: str, nodes: int, gate: str) -> ScenarioResult:
         summary=_summary(name, gate, nodes, hosts_run, overridden, per_rank))
 
 
-def _launch_pair(name: str, backend: str, nodes: int, node_of: list[int], gate: str, comm_timeout: float):
+def _launch_pair(name: str, backend: str, nodes: int, node_of: list[int], gate: str, comm_timeout: float,
+                 shm_ops: bool | None = None):
     """Two rank processes running ``exchange_rank``: on two hosts, or on ``nodes`` simulated nodes (each its own
     ident). Returns (the launcher's results, the hosts run or None, environment values not used)."""
     overridden = {}
@@ -124,11 +136,12 @@ def _launch_pair(name: str, backend: str, nodes: int, node_of: list[int], gate: 
             raise UsageError(f"scenario {name} runs on one node; --backend hosts runs the inter-node scenarios")
         hosts_run = hosts.HostsRun([], "")
         results = hosts.launch(exchange_rank, args=(gate,), timeout=4 * comm_timeout + 30,
-                               comm_timeout=comm_timeout, record=hosts_run)
+                               comm_timeout=comm_timeout, record=hosts_run,
+                               node=hosts.NodeProgram(env=shm_ops_env(shm_ops)))
         return results, hosts_run, overridden
     ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
-    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": str(comm_timeout)}
-           for r in range(2)]
+    env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": str(comm_timeout),
+            **shm_ops_env(shm_ops)} for r in range(2)]
     if os.environ.get("EXPLAINER_DIST_IDENT"):            # the simulated nodes ARE the idents: say so
         overridden["EXPLAINER_DIST_IDENT"] = (f"{os.environ['EXPLAINER_DIST_IDENT']!r} not used: each simulated "
                                               f"node sets its own ({', '.join(str(p) for p in ports)})")
@@ -157,18 +170,20 @@ def _summary(name: str, gate: str, nodes: int, hosts_run, overridden: dict, per_
         summary.append(f"  rank {i['rank']} (node {i['node']}, pid {i['pid']}): backend {i.get('backend')}, "
                        f"path {i.get('path')}")
         summary += [f"    log: {line}" for line in i.get("log_lines", [])]
+        if i.get("log_lines") and (i.get("decision") or {}).get("really_failed"):
+            summary.append(f"    what really failed: {i['decision']['really_failed']}")
         summary.append("    " + (f"{i['error']['type']}: {i['error']['message']}" if i.get("error") else
                                  ("received the dict intact" if i.get("received_equal") else "sent the dict")))
     return "\n".join(summary)
 
 
-def comm_same_node(backend: str = "processes") -> ScenarioResult:
-    return _run("comm-same-node", backend, nodes=1, gate="post-40150")
+def comm_same_node(backend: str = "processes", shm_ops: bool | None = None) -> ScenarioResult:
+    return _run("comm-same-node", backend, nodes=1, gate="post-40150", shm_ops=shm_ops)
 
 
-def comm_inter_node_pre_fix(backend: str = "processes") -> ScenarioResult:
-    return _run("comm-inter-node-pre-fix", backend, nodes=2, gate="pre-40150")
+def comm_inter_node_pre_fix(backend: str = "processes", shm_ops: bool | None = None) -> ScenarioResult:
+    return _run("comm-inter-node-pre-fix", backend, nodes=2, gate="pre-40150", shm_ops=shm_ops)
 
 
-def comm_inter_node_fixed(backend: str = "processes") -> ScenarioResult:
-    return _run("comm-inter-node-fixed", backend, nodes=2, gate="post-40150")
+def comm_inter_node_fixed(backend: str = "processes", shm_ops: bool | None = None) -> ScenarioResult:
+    return _run("comm-inter-node-fixed", backend, nodes=2, gate="post-40150", shm_ops=shm_ops)

@@ -5,6 +5,9 @@ memory (both ranks share ``VLLM_DIST_IDENT``: ``_CPUSHMDistributed``, ``csrc/cpu
 path (the ident changed per rank before the second group is built, so the names disagree and vLLM falls back to
 torch.distributed). Then it runs ``explainer.bench.comm``'s own ``pingpong`` and ``stream`` on each, in
 interleaved rounds, the same dicts and sizes as the toy's bench: one harness for both.
+
+On a build without the shared-memory ops (``_C_AVX2``: an AVX2-only CPU) the first group falls back too; then only
+the generic path is measured and the report says why (``no_shm``), with the kernel library.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from vllm.config import ParallelConfig, VllmConfig, set_current_vllm_config
 from vllm.distributed.parallel_state import GroupCoordinator
 
 from explainer.bench.comm import SIZES, bench_dict, n_for, pingpong, stream
+from explainer.vllm_side import kernels
 from explainer.vllm_side.comm_rank import build_pp_group, choice_of
 
 
@@ -47,10 +51,17 @@ def bench_rank(rank: int, init_method: str, quick: bool) -> dict:
     """Latency (rank 0) and steady-state stream times (rank 1), seconds, per path and round."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    groups = {"shm": build_pp_group(rank, init_method)}
-    groups["generic"] = generic_group(rank)
-    out: dict = {"rank": rank, "choice": {k: choice_of(g) for k, g in groups.items()}}
-    assert groups["shm"].use_cpu_custom_send_recv and not groups["generic"].use_cpu_custom_send_recv, out
+    first = build_pp_group(rank, init_method)
+    out: dict = {"rank": rank, "kernels": kernels.report()}
+    if first.use_cpu_custom_send_recv:
+        groups = {"shm": first, "generic": generic_group(rank)}
+    else:                                                # no shm ops in this build: the one group is generic
+        groups = {"generic": first}
+        out["no_shm"] = "the names agree, but this build has no shared-memory ops: vLLM stayed on torch.distributed"
+    out["choice"] = {k: choice_of(g) for k, g in groups.items()}
+    if any(choice_of(g)["use_cpu_custom_send_recv"] != (path == "shm") for path, g in groups.items()):
+        out["error"] = {"type": "UnexpectedPath", "message": f"the groups took other paths: {out['choice']}"}
+        return out
     rounds, budget = (2, 0.05) if quick else (5, 0.12)
     dicts = {s: bench_dict(s) for s in SIZES}
     counts = sized_counts(groups, dicts, budget)

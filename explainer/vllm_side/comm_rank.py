@@ -12,6 +12,10 @@ the real ``GroupCoordinator`` (0.32.0's communicator then refuses in its own gua
 communicator its tensor-dict methods without that guard, as they were before the PR (composed: two one-liners).
 Rank 0 sends ``{hidden_states, residual}`` with ``send_tensor_dict``, rank 1
 receives it. Everything raised is reported (type, message, where), never swallowed.
+
+The report also names the kernel library vLLM loaded (``kernels.report``) and the inputs of
+``CpuCommunicator.__init__``'s ``if`` as this rank saw them (``conditions_of``): vLLM logs one line for any failed
+condition, and the caller names the one that really failed.
 """
 
 from __future__ import annotations
@@ -21,11 +25,16 @@ import os
 import time
 import traceback
 
+from types import SimpleNamespace
+
 import torch
 from vllm.config import ParallelConfig, VllmConfig, set_current_vllm_config
 from vllm.distributed import parallel_state
+from vllm.distributed.device_communicators.cpu_communicator import _CPUSHMDistributed
 from vllm.logger import configure_logging
-from vllm.platforms import current_platform
+from vllm.platforms import CpuArchEnum, current_platform
+
+from explainer.vllm_side import kernels
 
 PRE_40150_GATE = 'current_platform.is_cpu() and hasattr(torch.ops._C, "init_shm_manager")'
 
@@ -80,6 +89,25 @@ def choice_of(pp) -> dict:
             "has_init_shm_manager": hasattr(torch.ops._C, "init_shm_manager")}
 
 
+# vLLM 0.32.0 CpuCommunicator.__init__'s architecture test (cpu_communicator.py:36-39; drift checks the text)
+ALLOWED_ARCHES = (CpuArchEnum.X86, CpuArchEnum.ARM, CpuArchEnum.POWERPC, CpuArchEnum.S390X)
+
+
+def shm_group_name(unique_name: str, ranks) -> str:
+    """The SHM group name this rank computes: vLLM's own static ``_CPUSHMDistributed.make_group_name``."""
+    return _CPUSHMDistributed.make_group_name(SimpleNamespace(unique_name=unique_name, ranks=list(ranks)))
+
+
+def conditions_of(unique_name: str = "pp:0", ranks=(0, 1)) -> dict:
+    """The three local inputs of ``CpuCommunicator.__init__``'s ``if``, evaluated here as it evaluates them, and
+    this rank's SHM group name (the fourth, the name agreement, compares every rank's: the caller does that)."""
+    arch = current_platform.get_cpu_architecture()
+    return {"arch": arch.name, "arch_allowed": arch in ALLOWED_ARCHES,
+            "shm_ops_built": hasattr(torch.ops._C, "init_shm_manager"),
+            "group_kind_tp_pp": unique_name.startswith("tp") or unique_name.startswith("pp"),
+            "shm_group_name": shm_group_name(unique_name, ranks)}
+
+
 def restore_pre_40150_methods(comm) -> None:
     """The communicator's tensor-dict methods as before #40150, which added their ``supports_tensor_dict`` guard:
     the body was ``return self.dist_module.send_tensor_dict(tensor_dict, dst)`` (and ``recv_tensor_dict(src)``)."""
@@ -109,6 +137,8 @@ def rank_report(rank: int, init_method: str, case: str = "post-40150") -> dict:
     try:
         pp = build_pp_group(rank, init_method, log_handler=lines)
         out["choice"] = choice_of(pp)
+        out["kernels"] = kernels.report()
+        out["conditions"] = conditions_of(pp.unique_name, pp.ranks)
         out["vllm_gate_value"] = out["choice"]["use_cpu_custom_send_recv"]
         if case in ("pre-40150", "pre-40150-gate-only"):
             pp.use_cpu_custom_send_recv = current_platform.is_cpu() and hasattr(torch.ops._C, "init_shm_manager")
@@ -120,6 +150,8 @@ def rank_report(rank: int, init_method: str, case: str = "post-40150") -> dict:
         out.update(exchange(pp, rank))
     except Exception as exc:                                  # noqa: BLE001 - the story is the error
         out["error"], out["error_phase"] = error_of(exc), phase
+    if out.get("kernels") is None:                            # the group failed while it was built (errno 2)
+        out["kernels"], out["conditions"] = kernels.report(), conditions_of("pp:0", range(2))
     out["log_lines"] = [ln for ln in lines.lines if "SHM" in ln or "communicator" in ln.lower()]
     out["seconds"] = round(time.monotonic() - t0, 3)
     if rank == 0:

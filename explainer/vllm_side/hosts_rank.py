@@ -16,25 +16,16 @@ import os
 import pickle
 import socket
 import sys
-from types import SimpleNamespace
-
-from vllm.distributed.device_communicators.cpu_communicator import _CPUSHMDistributed
 
 from explainer.distributed.hosts_node import die_with_parent
 from explainer.distributed.hosts_rank import tcp_sockets_of_this_process
-from explainer.vllm_side.comm_rank import rank_report
+from explainer.vllm_side.comm_rank import rank_report, shm_group_name
 
 
 def dump(obj, path: str) -> None:
     with open(path + ".tmp", "wb") as f:
         pickle.dump(obj, f)
     os.replace(path + ".tmp", path)               # the launcher never reads a half-written file
-
-
-def shm_group_name(unique_name: str = "pp:0", ranks=(0, 1)) -> str:
-    """The SHM group name this rank's PP group computes: vLLM's own ``_CPUSHMDistributed.make_group_name`` (a static
-    method that reads ``VLLM_DIST_IDENT``, the group's unique name and its ranks; called here with those two)."""
-    return _CPUSHMDistributed.make_group_name(SimpleNamespace(unique_name=unique_name, ranks=list(ranks)))
 
 
 def main(workdir: str) -> None:
@@ -53,7 +44,7 @@ def main(workdir: str) -> None:
         facts = {"rank": rank, "hostname": socket.gethostname(), "ident": os.environ["VLLM_DIST_IDENT"],
                  "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"), "master_addr": os.environ.get("MASTER_ADDR"),
                  "dev_shm": sorted(os.listdir("/dev/shm")), "tcp": tcp_sockets_of_this_process(),
-                 "pp_group": report.get("choice") or {}, "shm_group_name": shm_group_name(),
+                 "pp_group": report.get("choice") or {}, "shm_group_name": shm_group_name("pp:0", (0, 1)),
                  "log_lines": report.get("log_lines", []), "pid": os.getpid()}
         report["dev_shm_left_by_vllm"] = sorted(set(os.listdir("/dev/shm")) - before)
         for name in report["dev_shm_left_by_vllm"]:

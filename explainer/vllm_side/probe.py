@@ -5,6 +5,7 @@
 ``llm-pp2-pre-fix``  the same with the class declaring ``SupportsPP`` again (before #45828);
 ``sampler``      the real ``DiffusionSampler``'s sampled ids meeting the real ``PPHandler.broadcast``.
 Each runs in this process, in the order given; the tiny checkpoint is written to a temp folder removed at the end.
+``kernels``: the kernel library this process loaded (``explainer.vllm_side.kernels``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 
 import vllm
 
-from explainer.vllm_side import gate, sampler
+from explainer.vllm_side import gate, kernels, sampler
 
 WHATS = ("supports-pp", "llm-pp2", "llm-pp2-pre-fix", "sampler")
 
@@ -40,6 +41,7 @@ def run(whats: list[str]) -> dict:
             out[what]["probe_seconds"] = round(time.monotonic() - t0, 2)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    out["kernels"] = kernels.report()
     return out
 
 

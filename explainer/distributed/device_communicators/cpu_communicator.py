@@ -9,6 +9,10 @@ only if all of these hold, evaluated in this order with Python's short-circuit `
   c. the group's unique name starts with tp or pp    (vLLM: ``unique_name.startswith(("tp", "pp"))``)
   d. every rank computed the same SHM group name     (vLLM: ``all_gather_object``; here a pickle-free byte gather)
 
+vLLM's ``elif`` logs its fallback line ("ranks do not share the same SHM group name") for *any* failed condition
+of a tp/pp group: on a build without the shm ops (vLLM's ``_C_AVX2``) or an architecture off the list, too.
+``BackendDecision.fallback_cause`` names the condition that really failed, and ``really_failed`` says it in words.
+
 ``dist_module`` is duck-typed: only the SHM shim has ``send_tensor_dict``/``recv_tensor_dict``. Before
 #40150 the communicator forwarded to it unconditionally, so after a fallback the call reached the
 ``torch.distributed`` module and raised ``AttributeError`` (issue #37933). #40150 added
@@ -33,6 +37,7 @@ import torch.distributed
 from explainer.distributed import phases
 from explainer.distributed.device_communicators import shm
 from explainer.distributed.device_communicators.comm_config import CommConfig
+from explainer.distributed.device_communicators.shm_conditions import CONDITIONS, fallback_cause, really_failed
 from explainer.distributed.errors import PeerTimeoutError
 
 logger = logging.getLogger(__name__)
@@ -64,6 +69,8 @@ class BackendDecision:
     names_seen: list[str] | None = None  # the all_gather_object result
     log_lines: list[str] = field(default_factory=list)
     gate: str = "post-40150"
+    fallback_cause: str | None = None    # the condition that really failed (vLLM's log line names the names)
+    really_failed: str | None = None     # the same in words
 
     def path(self) -> str:
         marks = {True: "yes", False: "NO", None: "skipped"}
@@ -163,18 +170,15 @@ class CpuCommunicator:
         self.dist_module = torch.distributed
         d = self.decision = BackendDecision(unique_name, self.rank_in_group, list(self.ranks), gate=cfg.gate)
         allowed = cfg.allowed_arches()
-        checks = [
-            ("arch_allowed", "get_cpu_architecture() in allow_list", lambda: cfg.cpu_arch in allowed,
-             lambda: f"{cfg.cpu_arch} in {{{', '.join(allowed)}}}"),
-            ("shm_ops_built", 'hasattr(torch.ops._C, "init_shm_manager")', lambda: bool(cfg.shm_ops_built),
-             lambda: f"shm_ops_built={cfg.shm_ops_built}"),
-            ("group_kind_tp_pp", 'unique_name.startswith(("tp", "pp"))',
-             lambda: unique_name.startswith(("tp", "pp")), lambda: f"unique_name={unique_name!r}"),
-            ("names_agree", "len(set(all_gather_object(make_group_name()))) == 1",
-             self._all_group_ranks_share_shm_group_name, lambda: f"names={d.names_seen}"),
-        ]
+        tests = {  # condition (CONDITIONS, vLLM's order) -> (its test here, what it saw)
+            "arch_allowed": (lambda: cfg.cpu_arch in allowed, lambda: f"{cfg.cpu_arch} in {{{', '.join(allowed)}}}"),
+            "shm_ops_built": (lambda: bool(cfg.shm_ops_built), lambda: f"shm_ops_built={cfg.shm_ops_built}"),
+            "group_kind_tp_pp": (lambda: unique_name.startswith(("tp", "pp")), lambda: f"unique_name={unique_name!r}"),
+            "names_agree": (self._all_group_ranks_share_shm_group_name, lambda: f"names={d.names_seen}"),
+        }
         take_shm = True
-        for name, expr, test, detail in checks:          # short-circuit exactly like vLLM's `and`
+        for name, expr, _ in CONDITIONS:                 # short-circuit exactly like vLLM's `and`
+            test, detail = tests[name]
             if not take_shm:
                 d.conditions.append(Condition(name, expr, None, "not evaluated"))
                 continue
@@ -187,6 +191,8 @@ class CpuCommunicator:
         elif unique_name.startswith(("tp", "pp")):        # vLLM's elif checks only the prefix
             logger.info(FALLBACK_LOG, unique_name)
             d.log_lines.append("INFO " + FALLBACK_LOG % unique_name)
+        evaluated = {c.name: c.value for c in d.conditions}
+        d.fallback_cause, d.really_failed = fallback_cause(evaluated), really_failed(evaluated)
         # Added by #40150: the single source of truth parallel_state asks.
         self.supports_tensor_dict = isinstance(self.dist_module, _CPUSHMDistributed)
         d.supports_tensor_dict = self.supports_tensor_dict
