@@ -30,7 +30,7 @@ ENGINE_LABEL = f"vLLM {VLLM_VERSION} (CPU)"
 BUILD_HINT = "make vllm"
 ISA_ENV = "EXPLAINER_VLLM_ISA"
 ISA_CHOICES = ("avx2", "avx512")         # load _C_AVX2 | _C_AVX512 on a CPU that has more; unset: what the CPU picks
-# vLLM 0.32.0 ``CpuPlatform.import_kernels`` (platforms/cpu.py:631-667) on x86: the library -> the CPU that gets it
+# vLLM 0.32.0 ``CpuPlatform.import_kernels`` (``platforms/cpu.py:631-667 import vllm._C_AVX2``) on x86: the library -> the CPU that gets it
 # and whether it defines the shared-memory ops (``torch.ops._C.init_shm_manager``, what CpuCommunicator asks for).
 KERNEL_LIBRARIES = {
     "_C": ("AVX-512 with BF16", True),

@@ -3,7 +3,8 @@
 
 Which revision this models, precisely: #33960's *timing* (a broadcast every step, no ``need_sampled`` mask, no
 draft ids) with the later ``pp_utils.py`` ``PPHandler.broadcast``'s *payload* (the int64 assert, the ids padded
-to ``num_spec + 1``, the two counts stacked into one tensor; vLLM 0.32.0 ``v1/worker/gpu/pp_utils.py:259``).
+to ``num_spec + 1``, the two counts stacked into one tensor; vLLM 0.32.0
+``v1/worker/gpu/pp_utils.py:259 assert sampled_token_ids.dtype == torch.int64``).
 #33960's own handler sent the ids as they were, in three separate broadcasts, with no assert, padding or stacking.
 
 Forward path: a non-last rank sends its ``IntermediateTensors`` to the next rank; a non-first rank
