@@ -5,23 +5,27 @@ from __future__ import annotations
 import sys
 
 from explainer import vllm_env
-from explainer.conformance import comm_rows, drift, gate_rows
+from explainer.conformance import comm_rows, drift, gate_rows, pins
 from explainer.conformance.rows import Row, compare
 
 SECTIONS = (("PP startup gate", gate_rows.rows), ("communicator on this machine", comm_rows.local_rows),
-            ("communicator on two hosts", comm_rows.hosts_rows), ("vLLM's source", drift.rows))
+            ("communicator on two hosts", comm_rows.hosts_rows), ("vLLM's source", drift.rows),
+            ("the pins the product shows", pins.rows))
 
 
-def run_all(progress=None) -> list[Row]:
-    """Every row; ``progress(section)`` is called before each section (they take seconds to minutes). The last row
-    checks that every vLLM process of the run loaded the same kernel library."""
+def run_all(progress=None, only: str | None = None) -> list[Row]:
+    """Every row (or one section's: ``only`` is its title); ``progress(section)`` is called before each section
+    (they take seconds to minutes). The last row checks that every vLLM process of the run loaded the same kernel
+    library."""
     vllm_env.require()
     rows: list[Row] = []
     for title, section in SECTIONS:
+        if only and title != only:
+            continue
         if progress:
             progress(title)
         rows.extend(section())
-    return rows + [one_build_row(rows)]
+    return rows if only else rows + [one_build_row(rows)]
 
 
 def builds(rows: list[Row]) -> list[dict]:
@@ -61,11 +65,18 @@ def shown(values: dict, keys: list[str]) -> str:
 def print_table(rows: list[Row], out=sys.stdout) -> None:
     found = builds(rows)
     print(f"conformance: the toy against {vllm_env.ENGINE_LABEL}, {len(rows)} rows", file=out)
-    print(f"  this machine's vLLM: {vllm_env.build_text(found[0] if found else None)}; rows marked [build] depend on "
-          f"it and compare the toy configured like it", file=out)
+    if found:
+        print(f"  this machine's vLLM: {vllm_env.build_text(found[0])}; rows marked [build] depend on it and compare "
+              f"the toy configured like it", file=out)
     for r in rows:
         mark = {True: "✓ agree", False: "✗ DIFFER", None: "- skipped"}[r.agree]
         print(f"\n{mark}  {r.name}{'  [build]' if r.build else ''}", file=out)
+        if "failures" in r.vllm:                         # the pin checker: one line per failure
+            print(f"    pins: {r.vllm.get('pins')} of {r.toy.get('pins')} checked, {len(r.vllm['failures'])} failing",
+                  file=out)
+            for failure in r.vllm["failures"]:
+                print(f"    ✗ {failure}", file=out)
+            continue
         if r.name.startswith("source: "):
             print(f"    quote:  {r.toy.get('quote', '')[:150]}", file=out)
             print(f"    vLLM:   {r.vllm.get('found_at') or r.vllm}", file=out)
