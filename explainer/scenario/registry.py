@@ -3,9 +3,9 @@
 ``python -m explainer scenario NAME [--backend inprocess|processes|hosts] [--pp-schedule sync|async]
 [--gate pre-40150|post-40150] [--json]``
 
-``SCENARIOS`` names each story once, with its one-line summary and where it runs; the story itself is the
-function of the same name (``-`` spelled ``_``) in ``pp.py`` (the PP stories), ``comm.py`` (the communicator
-ones, which have no PP schedule and ignore it) or ``comm_shared.py`` (the shared-ident story, toy or real vLLM).
+``SCENARIOS`` names each story once, with its one-line summary and where it runs; ``story_function`` names the
+function that tells it (in ``pp.py``, the PP stories; ``comm.py``, the communicator ones, which have no PP
+schedule and ignore it; ``comm_shared.py``, the shared-ident story, toy or real vLLM).
 Each takes ``backend`` (and, for the PP stories,
 ``pp_schedule`` and ``gate``) and returns a ``ScenarioResult``. This module stays light (no torch): the command
 line lists the scenarios without loading a model, and ``story_function`` imports the stories when one runs.
@@ -26,7 +26,7 @@ from explainer.vocab import COMM_GATES, ENGINES, EXECUTOR_BACKENDS, PP_SCHEDULES
 
 @dataclass(frozen=True)
 class Story:
-    module: str                 # "pp" | "comm": the module whose function of the scenario's name runs it
+    module: str                 # "pp" | "comm" | "comm_shared": the module that tells it (story_function names it)
     summary: str                # one line (``python -m explainer scenario`` lists them)
     hosts: bool = False         # runs with one rank per host on ``--backend hosts``
     gated: bool = False         # a PP run whose real group takes ``--gate``
@@ -66,10 +66,14 @@ def available() -> dict[str, str]:
 
 
 def story_function(name: str) -> Callable[..., ScenarioResult]:
-    """The function that runs scenario ``name`` (imported here: the stories load torch and the model)."""
+    """The function that runs scenario ``name``, named in full so grep finds it (imported here: the stories load
+    torch and the model)."""
     from explainer.scenario import comm, comm_shared, pp
-    module = {"pp": pp, "comm": comm, "comm_shared": comm_shared}[SCENARIOS[name].module]
-    return getattr(module, name.replace("-", "_"))
+    return {"pp1": pp.pp1, "pp2-pre-fix": pp.pp2_pre_fix, "pp2-pre-fix-int64": pp.pp2_pre_fix_int64,
+            "pp2-gated": pp.pp2_gated, "pp2-state-sync": pp.pp2_state_sync, "comm-same-node": comm.comm_same_node,
+            "comm-inter-node-pre-fix": comm.comm_inter_node_pre_fix,
+            "comm-inter-node-fixed": comm.comm_inter_node_fixed,
+            "comm-shared-ident-two-hosts": comm_shared.comm_shared_ident_two_hosts}[name]
 
 
 def run(name: str, backend: str = "inprocess", pp_schedule: str = "sync",
