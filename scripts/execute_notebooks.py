@@ -1,7 +1,10 @@
 """Execute notebooks in place, top to bottom in a fresh kernel, storing outputs and widget state.
 
 Usage: python scripts/execute_notebooks.py notebooks/*.ipynb
-Widget state is stored so the static HTML export can step through frames without a kernel.
+Widget state is stored so the static HTML export (and JupyterLab, before anything runs) can step through frames
+without a kernel. The file is written in the stored form JupyterLab leaves unchanged when it opens and saves it
+(``explainer.notebook_file.normalize``: one stream output per run of same-name stream outputs, the kernelspec,
+collapsed outputs, integral numbers, only the widget models an output shows).
 """
 
 import sys
@@ -11,6 +14,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from explainer.notebook_file import normalize
+
 
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
@@ -18,32 +23,8 @@ def execute(path: Path) -> float:
     client = NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
-    _coalesce_streams(nb)
-    nb.metadata.pop("widgets", None) if not _has_widgets(nb) else None
-    nbformat.write(nb, path)
+    nbformat.write(nbformat.from_dict(normalize(nb)), path)
     return time.perf_counter() - t0
-
-
-def _coalesce_streams(nb) -> None:
-    """One stream output per run of same-name stream outputs, as nbval compares them and the site shows them (the
-    kernel splits a cell's prints wherever it happens to flush, which would differ from run to run)."""
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        merged = []
-        for out in cell.get("outputs", []):
-            prev = merged[-1] if merged else None
-            if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
-                    and prev.get("name") == out.get("name")):
-                prev["text"] = "".join(prev["text"]) + "".join(out["text"])
-            else:
-                merged.append(out)
-        cell.outputs = merged
-
-
-def _has_widgets(nb) -> bool:
-    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
-               for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _write_lab_settings(data_dir: Path, config_dir: Path, news_off: bool = True) -> None:
-    overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+def _write_lab_settings(data_dir: Path, config_dir: Path, news_off: bool = True, extra: dict | None = None) -> None:
+    overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}, **(extra or {})}
     if news_off:      # otherwise the venv's own settings (scripts/setup.sh writes overrides.json) decide
         overrides.update({
             "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
@@ -53,11 +53,12 @@ def _write_lab_settings(data_dir: Path, config_dir: Path, news_off: bool = True)
 
 @contextlib.contextmanager
 def jupyter_lab(notebooks: list[Path], timeout: float = 90.0, python: str = sys.executable,
-                learner_settings: bool = False):
+                learner_settings: bool = False, user_settings: dict | None = None):
     """Start JupyterLab on a copy of ``notebooks``; yield (base_url, workdir); stop it by pid.
 
     ``python``: the interpreter whose environment serves JupyterLab (e.g. the venv ``make lab`` builds).
     ``learner_settings``: keep that environment's own news and widget-state settings instead of the test's.
+    ``user_settings``: more user settings, ``{"plugin-id": {key: value}}`` (e.g. the autosave interval).
     """
     root = Path(tempfile.mkdtemp(prefix="explainer-lab-"))
     work = root / "work"
@@ -71,7 +72,7 @@ def jupyter_lab(notebooks: list[Path], timeout: float = 90.0, python: str = sys.
                      ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
         env[var] = str(root / sub)
         (root / sub).mkdir(parents=True, exist_ok=True)
-    _write_lab_settings(root / "data", root / "config", news_off=not learner_settings)
+    _write_lab_settings(root / "data", root / "config", news_off=not learner_settings, extra=user_settings)
     port = free_port()
     cmd = [python, "-m", "jupyterlab", "--no-browser", "--allow-root",
            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
