@@ -82,6 +82,12 @@ def test_normalize_keeps_what_the_outputs_show_and_what_jupyterlab_would_rewrite
     wins = normalize(_notebook({}, [], {"collapsed": False, "jupyter": {"outputs_hidden": True}}))
     assert wins["cells"][0]["metadata"] == {"collapsed": False, "jupyter": {"outputs_hidden": False}}
     assert "widgets" not in normalize(_notebook(copy.deepcopy(STEPPER), []))["metadata"]
+    split = _notebook({}, [])
+    split["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["a\n"]},
+                                    {"output_type": "stream", "name": "stdout", "text": "b\n"},
+                                    {"output_type": "stream", "name": "stderr", "text": "c\n"}]
+    assert [(o["name"], o["text"]) for o in normalize(split)["cells"][0]["outputs"]] == \
+        [("stdout", "a\nb\n"), ("stderr", "c\n")]                    # JupyterLab merges a run of one stream
 
 
 def test_the_hook_puts_back_what_a_save_without_live_widgets_dropped(tmp_path):
