@@ -123,7 +123,7 @@ def test_bytes_per_step_per_mode(int64, state_sync):
 
 def test_ranks_keep_their_own_state(state_sync):
     _, _, engine = state_sync
-    r0, r1 = engine.executor.workers
+    r0, r1 = (w.model_runner for w in engine.executor.workers)
     assert r0.sampler is None and r1.sampler is not None
     assert r0.model_state is not r1.model_state and r0.req_states is not r1.req_states
     assert r1.intermediate_tensors["hidden_states"].shape == (1, engine.config.max_num_batched_tokens, H)

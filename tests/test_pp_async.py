@@ -173,3 +173,27 @@ def test_bytes_per_step_async_adds_exactly_the_drafts(results):
     s, a = (results[k]["pp2-pre-fix-int64"].bytes_per_step for k in ("sync", "async"))
     assert a == {**s, "draft_tokens": CL * 8}                      # int64 [1, CL]
     assert results["async"]["pp2-state-sync"].bytes_per_step == results["sync"]["pp2-state-sync"].bytes_per_step
+
+
+def test_the_mask_is_0_32_0s_a_final_prefill_chunk_at_its_length_cap_needs_no_sample():
+    """vLLM 0.32.0's ``compute_need_sampled_mask``: with the requests' caps (batches with a prefill), a final
+    prefill chunk whose one sampled token reaches ``max_seq_len`` is dropped; without caps it is 007f85b5's form."""
+    from explainer.worker.input_batch import InputBatch
+    from explainer.worker.pp_async import compute_need_sampled_mask
+
+    batch = InputBatch(["a", "b"], [0, 1], [4, 4], [False, False], [True, True], [], [])
+    assert compute_need_sampled_mask(batch, [0, 0], [4, 4]) == [True, True]                 # 007f85b5
+    assert compute_need_sampled_mask(batch, [0, 0], [4, 4], [5, 9], [True, True]) == [False, True]
+    assert compute_need_sampled_mask(batch, [0, 0], [4, 4], [5, 5], [True, True]) is None    # no collective
+    assert compute_need_sampled_mask(batch, [0, 0], [4, 4], [None, 5], [True, False]) == [True, True]
+
+
+def test_the_back_channel_has_its_own_group_the_pp_broadcast_sibling():
+    from explainer.distributed.inprocess import InProcessWorld
+    from explainer.trace import Trace
+    from explainer.worker.pp_async import AsyncPPHandler
+
+    g0, g1 = InProcessWorld(2).groups()
+    h = AsyncPPHandler(g1, Trace(), num_spec=4, hidden_size=8, mode="generic", max_num_reqs=2)
+    assert h.broadcast_group.channel == "pp_broadcast" and h.broadcast_group.world is g1.world
+    assert h.group is g1 and h.broadcast_group is not g1

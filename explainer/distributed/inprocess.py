@@ -52,13 +52,17 @@ class InProcessWorld:
 class InProcessPPGroup:
     """One rank's handle on an :class:`InProcessWorld` (the ``GroupCoordinator`` method names)."""
 
-    def __init__(self, world: InProcessWorld, rank: int):
+    def __init__(self, world: InProcessWorld, rank: int, channel: str = ""):
         if not 0 <= rank < world.world_size:
             raise UsageError(f"rank must be in [0, {world.world_size - 1}], got {rank!r}")
-        self.world = world
+        self.world, self.channel = world, channel
         self.rank_in_group = rank
         self.world_size = world.world_size
         self.ranks = list(range(world.world_size))
+
+    def make_sibling_device_group(self, group_desc: str) -> "InProcessPPGroup":
+        """The same ranks on their own mailboxes (vLLM: a second communicator, e.g. ``pp_broadcast``)."""
+        return InProcessPPGroup(self.world, self.rank_in_group, channel=group_desc)
 
     # --- topology (vLLM names) ---
     @property
@@ -91,17 +95,26 @@ class InProcessPPGroup:
         if not isinstance(tensor_dict, dict):
             raise TypeError(f"send_tensor_dict expects a dict, got {type(tensor_dict).__name__}")
         copy = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in tensor_dict.items()}
-        self.world._queue("p2p", self.rank_in_group, dst).append(copy)
+        self.world._queue(self.channel + "p2p", self.rank_in_group, dst).append(copy)
 
     def recv_tensor_dict(self, src: int | None = None) -> dict[str, Any]:
         """Take the oldest dict ``src`` (default: the previous rank) sent to this rank."""
         src = self._peer(src, self.prev_rank, "src")
-        queue = self.world._queue("p2p", src, self.rank_in_group)
+        queue = self.world._queue(self.channel + "p2p", src, self.rank_in_group)
         if not queue:
             raise NothingPendingError(
                 f"rank {self.rank_in_group}: recv_tensor_dict(src={src}) has nothing pending from rank {src} "
                 f"(rank {src} failed or never sent); a real receive would block here")
         return queue.popleft()
+
+    def isend_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> list:
+        """``send_tensor_dict`` with vLLM 0.32.0's signature: the copy is queued at once, so no handle to wait."""
+        self.send_tensor_dict(tensor_dict, dst)
+        return []
+
+    def irecv_tensor_dict(self, src: int | None = None) -> tuple[dict[str, Any], list]:
+        """``recv_tensor_dict`` with vLLM 0.32.0's signature: (the dict, no handle to wait)."""
+        return self.recv_tensor_dict(src), []
 
     # --- collective ---
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
@@ -115,9 +128,9 @@ class InProcessPPGroup:
         if self.rank_in_group == src:
             for dst in self.ranks:
                 if dst != src:
-                    self.world._queue("bcast", src, dst).append(tensor.detach().clone())
+                    self.world._queue(self.channel + "bcast", src, dst).append(tensor.detach().clone())
             return tensor
-        queue = self.world._queue("bcast", src, self.rank_in_group)
+        queue = self.world._queue(self.channel + "bcast", src, self.rank_in_group)
         if not queue:
             raise NothingPendingError(
                 f"rank {self.rank_in_group}: broadcast(src={src}) has nothing pending from rank {src} "

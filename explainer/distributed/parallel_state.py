@@ -1,13 +1,9 @@
 """``GroupCoordinator``: vLLM's process-group wrapper with the generic and the custom tensor-dict paths.
 
-Mirrors vLLM ``vllm/distributed/parallel_state.py`` (generic path at ``0c175ae``). Each group has a
+Mirrors vLLM ``vllm/distributed/parallel_state.py`` (0.32.0; the gate of ``0c175ae`` selectable). Each group has a
 ``cpu_group`` (gloo) and a ``device_group`` (on CPU also gloo), and a ``CpuCommunicator`` when it has
-more than one rank. ``send_tensor_dict``/``recv_tensor_dict`` take one of two paths:
-
-* generic: the metadata list goes first (``send_object``: an int64 size, then the bytes, over the
-  cpu group), then one ``torch.distributed.send`` per non-empty tensor; empty tensors are rebuilt from
-  metadata and non-tensor values travel inside the metadata;
-* custom (``use_cpu_custom_send_recv``): the whole dict goes to ``device_communicator``.
+more than one rank. The tensor-dict paths, generic (``isend``/``irecv`` with pending sends, as in 0.32.0) and
+custom (``use_cpu_custom_send_recv``: the whole dict to ``device_communicator``), are ``tensor_dict_path.py``.
 
 The flag is computed by one of two gates, chosen by name:
 ``"pre-40150"``  -> ``is_cpu() and hasattr(torch.ops._C, "init_shm_manager")`` (a build property);
@@ -24,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-from typing import Any
+from collections import deque
 
 import torch
 import torch.distributed as dist
@@ -35,7 +31,7 @@ from explainer.distributed.device_communicators.cpu_communicator import CpuCommu
 from explainer.distributed.device_communicators.shm_header import DTYPES
 from explainer.distributed.device_communicators.shm_mapping import PeerGoneError
 from explainer.distributed.errors import BroadcastMismatchError
-from explainer.distributed.tensor_metadata import TensorMetadata, decode_metadata, encode_metadata, split_tensor_dict
+from explainer.distributed.tensor_dict_path import TensorDictPaths
 from explainer.errors import UsageError
 
 _NAME_COUNTS: dict[str, int] = {}
@@ -49,7 +45,7 @@ def _get_unique_name(name: str) -> str:
     return f"{name}:{n}"
 
 
-class GroupCoordinator:
+class GroupCoordinator(TensorDictPaths):
     """vLLM's ``GroupCoordinator`` for CPU: ranks, cpu/device groups, communicator, tensor-dict paths."""
 
     def __init__(self, group_ranks: list[list[int]], local_rank: int = 0,
@@ -66,6 +62,7 @@ class GroupCoordinator:
         timeout = datetime.timedelta(seconds=self.config.timeout)
         self.device_group = self.cpu_group = None
         self._transfers = 0                               # counts the first two tensor dicts (phases)
+        self._pending_isends: deque[tuple[list, list[torch.Tensor]]] = deque()
         phases.enter("group-setup")
         for ranks in group_ranks:                         # every rank creates every group, same order
             device_group = setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
@@ -140,60 +137,6 @@ class GroupCoordinator:
                 raise PeerGoneError(f"{what}: {who} is gone (gloo: {text.splitlines()[0][:200]})") from exc
             raise
 
-    # --- generic objects ---------------------------------------------------------------------
-    def send_object(self, data: bytes, dst: int) -> None:
-        """vLLM pickles ``obj`` here; the toy sends already encoded bytes: int64 size, then uint8 payload."""
-        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        size = torch.tensor([payload.numel()], dtype=torch.long)
-        self._bounded("send_object", dst, dist.send, size, dst=self.ranks[dst], group=self.cpu_group)
-        self._bounded("send_object", dst, dist.send, payload, dst=self.ranks[dst], group=self.cpu_group)
-
-    def recv_object(self, src: int) -> bytes:
-        size = torch.empty(1, dtype=torch.long)
-        rank_size = self._bounded("recv_object", src, dist.recv, size, src=self.ranks[src], group=self.cpu_group)
-        payload = torch.empty(int(size.item()), dtype=torch.uint8)
-        rank_obj = self._bounded("recv_object", src, dist.recv, payload, src=self.ranks[src], group=self.cpu_group)
-        assert rank_obj == rank_size, "Received object sender rank does not match the size sender rank."
-        return payload.numpy().tobytes()
-
-    # --- tensor dicts (ARCHITECTURE Seam 3) ----------------------------------------------------
-    def send_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> dict | None:
-        if not dist.is_initialized() or self.world_size == 1:
-            return tensor_dict
-        dst = self._transfer_peer(dst, +1)
-        if self.use_cpu_custom_send_recv:
-            self.device_communicator.send_tensor_dict(tensor_dict, dst)
-            return None
-        metadata_list, tensor_list = split_tensor_dict(tensor_dict)
-        for t in tensor_list:
-            if t.device.type != "cpu":
-                raise ValueError(f"tensor on {t.device}: this CPU group accepts CPU tensors only")
-        self.send_object(encode_metadata(metadata_list), dst)
-        for tensor in tensor_list:
-            if tensor.numel() == 0:                       # rebuilt from metadata by the receiver
-                continue
-            self._bounded("send_tensor_dict", dst, dist.send, tensor.contiguous(),
-                          dst=self.ranks[dst], group=self.cpu_group)
-        return None
-
-    def recv_tensor_dict(self, src: int | None = None) -> dict[str, Any] | None:
-        if not dist.is_initialized() or self.world_size == 1:
-            return None
-        src = self._transfer_peer(src, -1)
-        if self.use_cpu_custom_send_recv:
-            return self.device_communicator.recv_tensor_dict(src)
-        tensor_dict: dict[str, Any] = {}
-        for key, value in decode_metadata(self.recv_object(src)):
-            if isinstance(value, TensorMetadata):
-                tensor = torch.empty(value.size, dtype=value.dtype, device=value.device)
-                if tensor.numel() > 0:
-                    self._bounded("recv_tensor_dict", src, dist.recv, tensor,
-                                  src=self.ranks[src], group=self.cpu_group)
-                tensor_dict[key] = tensor
-            else:
-                tensor_dict[key] = value
-        return tensor_dict
-
     def _transfer_peer(self, r: int | None, step: int) -> int:
         """The group rank one tensor dict goes to or comes from (default: the next / previous rank), checked.
         The first two transfers mark the rank's phase (first-transfer, then steady-state)."""
@@ -239,6 +182,13 @@ class GroupCoordinator:
                              f"{list(tensor.shape)}); receivers must match exactly")
         self._bounded("broadcast", src, dist.broadcast, tensor, src=self.ranks[src], group=self.device_group)
         return tensor
+
+    def make_sibling_device_group(self, group_desc: str) -> "GroupCoordinator":
+        """The same ranks over new process groups (no communicator): vLLM's ``make_sibling_device_group``, e.g. the
+        ``pp_broadcast`` group the back-channel uses so it never queues behind the stage-to-stage sends. Every
+        rank of the world calls it, in the same order."""
+        return GroupCoordinator([self.ranks], self.local_rank, use_device_communicator=False, group_name=group_desc,
+                                config=self.config)
 
     def barrier(self) -> None:
         self._bounded("barrier", None, dist.barrier, group=self.cpu_group)

@@ -17,11 +17,12 @@ from explainer.engine.errors import RankFailure, error_summary
 from explainer.trace import EXECUTE_PHASES, SAMPLE_PHASES, Trace
 from explainer.worker.model_runner import ModelRunner
 from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
+from explainer.worker.worker import Worker
 
 
 class InProcessExecutor:
-    """Ranks in this process, each a ``ModelRunner`` over its PP group (all ranks of an in-process world,
-    or, with ``group``, the one rank of a real ``GroupCoordinator`` this process owns)."""
+    """Ranks in this process, each a ``Worker`` (with a ``runner_cls`` runner) over its PP group (all ranks of an
+    in-process world, or, with ``group``, the one rank of a real ``GroupCoordinator`` this process owns)."""
 
     processes_started = 0
     runner_cls = ModelRunner
@@ -30,7 +31,7 @@ class InProcessExecutor:
         self.config, self.trace = config, trace
         self.world = InProcessWorld(config.pipeline_parallel_size) if group is None else None
         groups = self.world.groups() if group is None else [group]
-        self.workers = [self.runner_cls(config, g, trace) for g in groups]
+        self.workers = [Worker(config, g, trace, self.runner_cls) for g in groups]
         self.ticks = 0                                          # the timeline's clock (sync schedule)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput | None:
@@ -59,7 +60,7 @@ class InProcessExecutor:
     def shutdown(self) -> None:
         """Nothing to stop in-process."""
 
-    def _run(self, worker: ModelRunner, fn, failed: list):
+    def _run(self, worker: Worker, fn, failed: list):
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - every rank's failure is reported, none is lost

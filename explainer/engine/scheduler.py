@@ -77,7 +77,8 @@ class Scheduler:
                 and len(self.waiting[0].prompt_token_ids) <= budget:
             req = self.waiting.popleft()
             self.running.append(req)
-            scheduler_output.scheduled_new_reqs.append(NewRequestData(req.req_id, list(req.prompt_token_ids), req.seed))
+            scheduler_output.scheduled_new_reqs.append(NewRequestData(req.req_id, list(req.prompt_token_ids), req.seed,
+                                                                               req.max_tokens))
             self._schedule(scheduler_output, req, len(req.prompt_token_ids))
             budget -= len(req.prompt_token_ids)
         return scheduler_output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from explainer.model.stages import IntermediateTensors
 from explainer.worker.input_batch import InputBatch
 from explainer.worker.model_runner import ModelRunner
 from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
@@ -29,7 +30,8 @@ class AsyncModelRunner(ModelRunner):
         self._mask = None
 
     @torch.no_grad()
-    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+    def execute_model(self, scheduler_output: SchedulerOutput,
+                      intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
         self.trace.set_step(scheduler_output.step, scheduler_output.warmup)
         self._step = scheduler_output.step
         if self.pp.enabled and not self.is_last_rank:
@@ -42,12 +44,16 @@ class AsyncModelRunner(ModelRunner):
         for req_id in scheduler_output.num_scheduled_tokens:      # old_computed, for the mask
             slot = self.req_states.req_id_to_slot.get(req_id)
             computed[req_id] = 0 if slot is None else int(self.req_states.num_computed_tokens[slot])
-        super().execute_model(scheduler_output)
+        output = super().execute_model(scheduler_output, intermediate_tensors)
         batch = self._batch
+        before = [computed[r] for r in batch.req_ids]
         prefill = [len(self.req_states.all_token_ids[s]) if not d else 0
                    for s, d in zip(batch.slots, batch.is_decode)]
-        self._mask = (compute_need_sampled_mask(batch, [computed[r] for r in batch.req_ids], prefill)
+        prefilling = [not d and c < p for d, c, p in zip(batch.is_decode, before, prefill)]
+        caps = [self.req_states.max_seq_len[s] for s in batch.slots] if any(prefilling) else None
+        self._mask = (compute_need_sampled_mask(batch, before, prefill, caps, prefilling)
                       if batch.req_ids else None)
+        return output
 
     def update_pp_decode_requests(self) -> None:
         got = self.pp.get_prev_sampled_outputs()

@@ -5,9 +5,11 @@ draft_tokens, all_token_ids) and its own ``DiffusionGemmaModelState`` holding th
 state (``DiffusionGemmaRequestStates``, ``states.py``). Only the last rank builds the
 ``DiffusionSampler`` (the only writer of that state). One engine step on a rank is
 
-    execute_model(scheduler_output)   # add/remove requests, prepare_inputs (first rank: embed + SC),
+    execute_model(scheduler_output, intermediate_tensors)
+                                      # add/remove requests, prepare_inputs (first rank: embed + SC),
                                       # prepare_attn (every rank: causal flags from is_encoder_phase),
-                                      # recv -> forward -> send
+                                      # forward; a non-last rank returns its IntermediateTensors
+                                      # (the ``Worker``, worker.py, receives and sends them)
     sample_tokens()                   # last rank: logits -> sampler -> back-channel broadcast;
                                       # others: receive it; everyone: post_update (rollback) and
                                       # returns the step's ModelRunnerOutput as it knows it
@@ -70,7 +72,7 @@ class ModelRunner:
                 if self.sampler:
                     self.sampler.remove_request(slot)
         for new in scheduler_output.scheduled_new_reqs:
-            slot = self.req_states.add_request(new.req_id, new.prompt_token_ids)
+            slot = self.req_states.add_request(new.req_id, new.prompt_token_ids, new.max_tokens)
             # state-sync (#52015) seeds the initial canvas per request; otherwise this worker's RNG
             g = (torch.Generator().manual_seed(new.seed) if self.config.pp_mode == "state-sync"
                  else self.generator)
@@ -97,13 +99,14 @@ class ModelRunner:
 
     # ---- one step ------------------------------------------------------------------------------------
     @torch.no_grad()
-    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+    def execute_model(self, scheduler_output: SchedulerOutput,
+                      intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
         self.trace.set_step(scheduler_output.step, scheduler_output.warmup)
         self.phase = "prepare"
         self._update_states(scheduler_output)
         batch = self._batch = self._prepare_batch(scheduler_output)
         if not batch.req_ids:
-            return
+            return None
         causal = self.model_state.prepare_attn(batch.slots).tolist()
         embeds = ([self.model_state.prepare_inputs(self.model, ids, s, d)
                    for ids, s, d in zip(batch.input_ids, batch.slots, batch.is_decode)]
@@ -115,7 +118,7 @@ class ModelRunner:
         total = sum(batch.query_lens)
         if not self.is_first_rank:
             self.phase = "recv"
-            received = self.pp.recv_intermediate_tensors(self.intermediate_tensors, total)
+            received = self.pp.recv_intermediate_tensors(self.intermediate_tensors, total, intermediate_tensors)
         self.phase = "forward"
         outputs, offset = [], 0
         for i, slot in enumerate(batch.slots):
@@ -135,10 +138,9 @@ class ModelRunner:
                           f"{self.model.model.end_layer}) over {total} tokens")
         if self.is_last_rank:
             self._hidden = {i: h for i, h in enumerate(outputs) if batch.is_decode[i]}
-        else:
-            self.phase = "send"
-            self.pp.send_intermediate_tensors({k: torch.cat([o[k] for o in outputs], dim=1)
-                                               for k in outputs[0].keys()})
+            return None
+        self.phase = "send"
+        return IntermediateTensors({k: torch.cat([o[k] for o in outputs], dim=1) for k in outputs[0].keys()})
 
     @torch.no_grad()
     def _sample(self, batch):

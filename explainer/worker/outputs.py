@@ -13,6 +13,7 @@ class NewRequestData:
     req_id: str
     prompt_token_ids: list[int]
     seed: int
+    max_tokens: int | None = None              # the request's cap: max_seq_len = prompt + max_tokens
 
 
 @dataclass

@@ -1,5 +1,9 @@
-"""The asynchronous PP back-channel (vLLM #42187, ``PPHandler`` in ``v1/worker/gpu/pp_utils.py`` at
-``007f85b5``) and the runner that uses it (``async_model_runner.py``; MRV2 ``model_runner.py`` at ``0036d38``).
+"""The asynchronous PP back-channel as vLLM 0.32.0 runs it (``PPHandler`` in ``v1/worker/gpu/pp_utils.py``; the
+schedule came with #42187, first read at ``007f85b5``) and the runner that uses it (``async_model_runner.py``).
+What 0.32.0 adds to ``007f85b5`` and the toy runs: the ``finished_prefill`` clause of the mask
+(``v1/worker/gpu/pp_utils.py:38-52 finished_prefill &= input_batch.is_prefilling_np``), its own broadcast group
+(``v1/worker/gpu/pp_utils.py:94-96 group_desc="pp_broadcast"``), the ids padded to ``max_sample_len`` and the draft
+relay the runner calls (``v1/worker/gpu/model_runner.py:2263-2273 self.pp_handler.broadcast_drafts(``).
 
 With ``pp_schedule="async"`` every stage works on a different batch each tick (one batch in flight per
 stage) and nobody waits for the back-channel inside a step:
@@ -19,13 +23,11 @@ stage) and nobody waits for the back-channel inside a step:
 
 Where this toy is exact and where it is not:
 
-* ``compute_need_sampled_mask`` is the ``007f85b5`` one (``num_computed + num_scheduled >= prefill_len``,
-  from each rank's own bookkeeping). The runner at ``0036d38`` passes a ``max_seq_len`` that "is only
-  consumed by the PP compute_need_sampled_mask", i.e. a later mask revision we have not read.
-* The runner at ``0036d38`` neither calls ``broadcast_drafts`` nor passes ``draft_tokens_to_update``;
-  the handler at ``007f85b5`` receives drafts whenever ``num_speculative_steps > 0``. The toy wires both
-  ends (drafts sent after the sampler, applied at consume time), as the handler's docstring intends
-  ("so non-last ranks can embed real token ids"). That coupling is inferred, not read.
+* ``compute_need_sampled_mask`` is 0.32.0's: the prefill test from each rank's own bookkeeping, and the
+  ``finished_prefill`` clause with each request's ``max_seq_len`` (prompt + ``max_tokens``, as 0.32.0's
+  ``RequestState`` keeps it) on batches with a prefill; without them it is ``007f85b5``'s form.
+* The drafts: 0.32.0's runner calls ``broadcast_drafts`` after the sampler whenever ``num_speculative_steps > 0``
+  and the consumer writes them into ``draft_tokens`` (both read); the toy does the same.
 * The toy's engine issues one (possibly empty) step per tick, so "``pp_size`` steps later" is exactly a
   request's next step. vLLM's runner consumes the FIFO before its empty-step early return; whether its
   engine core issues empty steps under PP was not checked.
@@ -44,11 +46,18 @@ from explainer.worker.input_batch import InputBatch
 from explainer.worker.pp_utils import PPHandler
 
 
-def compute_need_sampled_mask(batch: InputBatch, num_computed_before: list[int],
-                              prefill_lens: list[int]) -> list[bool] | None:
-    """vLLM ``compute_need_sampled_mask`` (007f85b5): per request, does this step produce a sample
-    (``old_computed + num_scheduled >= prefill_len``)? None when none does: no collective this step."""
+def compute_need_sampled_mask(batch: InputBatch, num_computed_before: list[int], prefill_lens: list[int],
+                              max_seq_lens: list[int | None] | None = None,
+                              is_prefilling: list[bool] | None = None) -> list[bool] | None:
+    """vLLM 0.32.0's ``compute_need_sampled_mask``: per request, does this step produce a sample a later step
+    needs (``old_computed + num_scheduled >= prefill_len``), except a final prefill chunk whose one sampled token
+    reaches the request's length cap (``finished_prefill = prefill_len + 1 >= max_seq_len``, only when the batch
+    carries ``max_seq_lens``: the runner passes them for batches with a prefill)? None when no request needs one:
+    no collective this step. Without ``max_seq_lens`` it is the ``007f85b5`` form."""
     mask = [c + n >= p for c, n, p in zip(num_computed_before, batch.query_lens, prefill_lens)]
+    if max_seq_lens is not None:
+        mask = [m and not (pre and cap is not None and p + 1 >= cap)
+                for m, p, cap, pre in zip(mask, prefill_lens, max_seq_lens, is_prefilling)]
     return mask if any(mask) else None
 
 
@@ -69,6 +78,8 @@ class AsyncPPHandler(PPHandler):
 
     def __init__(self, group, trace, *, num_spec: int, hidden_size: int, mode: str, max_num_reqs: int):
         super().__init__(group, trace, num_spec=num_spec, hidden_size=hidden_size, mode=mode)
+        # the back-channel's own group, so it never queues behind the stage-to-stage sends (vLLM 0.32.0)
+        self.broadcast_group = group.make_sibling_device_group("pp_broadcast") if self.enabled else group
         # non-last ranks: one entry per in-flight step, pre-seeded with pp_size empty slots
         self.queue: deque[PendingRecv | None] = deque() if self.rank == self.last else deque(
             [None] * group.world_size)
@@ -99,7 +110,7 @@ class AsyncPPHandler(PPHandler):
             tensors["is_encoder_phase"] = synced["is_encoder_phase"].to(torch.bool).contiguous()
         transfers = []
         for name, tensor in tensors.items():
-            self.group.broadcast(tensor, src=self.last)
+            self.broadcast_group.broadcast(tensor, src=self.last)
             transfers += [Transfer.of_tensor(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
         if self.mode == "state-sync":
             sc = synced["self_conditioning_embeds"].contiguous()
@@ -134,7 +145,7 @@ class AsyncPPHandler(PPHandler):
             return None
         pending = self.wire.popleft()
         for tensor in pending.tensors.values():
-            self.group.broadcast(tensor, src=self.last)
+            self.broadcast_group.broadcast(tensor, src=self.last)
         if self.mode == "state-sync" and self.rank == 0:
             pending.tensors.update(self.group.recv_tensor_dict(src=self.last))
         pending.done = True

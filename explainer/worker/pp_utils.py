@@ -7,8 +7,9 @@ to ``num_spec + 1``, the two counts stacked into one tensor; vLLM 0.32.0
 ``v1/worker/gpu/pp_utils.py:259 assert sampled_token_ids.dtype == torch.int64``).
 #33960's own handler sent the ids as they were, in three separate broadcasts, with no assert, padding or stacking.
 
-Forward path: a non-last rank sends its ``IntermediateTensors`` to the next rank; a non-first rank
-receives them and copies them into its persistent buffer (``make_empty_intermediate_tensors``).
+Forward path: the ``Worker`` (``worker.py``) sends a non-last rank's ``IntermediateTensors`` to the next rank
+and receives them on a non-first rank; the runner copies them into its persistent buffer
+(``make_empty_intermediate_tensors``).
 
 Back-channel from the last rank, after sampling, every step (this schedule has no ``need_sampled``
 mask and no draft ids; the later #42187 handler has both). Generic modes send what #33960 sends:
@@ -44,18 +45,12 @@ class PPHandler:
     def enabled(self) -> bool:
         return self.group.world_size > 1
 
-    # ---- forward path ----------------------------------------------------------------------
-    def send_intermediate_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
-        dst = self.rank + 1
-        self.group.send_tensor_dict(tensors, dst=dst)
-        self.trace.record(self.rank, "send", f"IntermediateTensors -> rank {dst}",
-                          transfers=[Transfer.of_tensor(self.rank, dst, k, v, "send") for k, v in tensors.items()])
-
-    def recv_intermediate_tensors(self, buffer, num_tokens: int) -> dict[str, torch.Tensor]:
-        """Receive from the previous rank into the persistent buffer [1, max_tokens, H]; return views."""
-        received = self.group.recv_tensor_dict(src=self.rank - 1)
+    # ---- forward path (the ``Worker`` receives and sends; the runner copies into its buffer) ---------
+    def recv_intermediate_tensors(self, buffer, num_tokens: int, intermediate_tensors) -> dict[str, torch.Tensor]:
+        """Copy what the previous rank sent (reading it waits for the receive) into the persistent buffer
+        [1, max_tokens, H]; return views."""
         out = {}
-        for name, tensor in received.items():
+        for name, tensor in intermediate_tensors.tensors.items():
             buffer[name][:, :num_tokens].copy_(tensor)
             out[name] = buffer[name][:, :num_tokens]
         self.trace.record(self.rank, "recv", f"IntermediateTensors <- rank {self.rank - 1}, "

@@ -31,11 +31,13 @@ class RequestState:
         self.num_computed_tokens = torch.zeros(max_num_reqs, dtype=torch.int32)
         self.draft_tokens = torch.zeros(max_num_reqs, num_spec, dtype=torch.int64)
         self.all_token_ids: list[list[int]] = [[] for _ in range(max_num_reqs)]
+        self.max_seq_len: list[int | None] = [None] * max_num_reqs      # prompt + max_tokens (None: no cap given)
 
-    def add_request(self, req_id: str, prompt_token_ids: list[int]) -> int:
+    def add_request(self, req_id: str, prompt_token_ids: list[int], max_tokens: int | None = None) -> int:
         slot = self.free_slots.pop(0)
         self.req_id_to_slot[req_id] = slot
         self.num_computed_tokens[slot] = 0
+        self.max_seq_len[slot] = None if max_tokens is None else len(prompt_token_ids) + max_tokens
         self.all_token_ids[slot] = list(prompt_token_ids)   # draft_tokens keeps whatever the slot held
         return slot
 

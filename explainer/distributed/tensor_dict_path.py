@@ -1,0 +1,114 @@
+"""The tensor-dict paths of vLLM's ``GroupCoordinator`` (``vllm/distributed/parallel_state.py``, 0.32.0), as a mixin
+of ``parallel_state.GroupCoordinator``: the metadata objects, the generic path and the switch to the custom one.
+
+Generic path: the metadata list goes first (an int64 size, then the bytes, over the cpu group), then one
+``torch.distributed.isend`` per non-empty tensor. ``isend_tensor_dict`` returns the handles and keeps them, with
+their source tensors, in ``_pending_isends`` until they complete; ``irecv_tensor_dict`` receives the metadata,
+posts one ``irecv`` per tensor and returns the dict with its handles; ``send_tensor_dict``/``recv_tensor_dict``
+wait for the handles (what vLLM's worker does asynchronously, ``worker/worker.py`` does too). Before, vLLM sent
+each tensor blocking (``parallel_state.py`` at ``0c175ae``): the same messages, each waited at once.
+Custom path (``use_cpu_custom_send_recv``): the whole dict goes to ``device_communicator``, synchronously.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from explainer.distributed.tensor_metadata import TensorMetadata, decode_metadata, encode_metadata, split_tensor_dict
+
+
+class TensorDictPaths:
+    """Needs ``ranks``, ``world_size``, ``cpu_group``, ``device_communicator``, ``use_cpu_custom_send_recv``,
+    ``_pending_isends``, ``_bounded`` and ``_transfer_peer`` (``GroupCoordinator`` has them)."""
+
+    # --- generic objects ---------------------------------------------------------------------
+    def send_object(self, data: bytes, dst: int) -> None:
+        """vLLM pickles ``obj`` here; the toy sends already encoded bytes: int64 size, then uint8 payload."""
+        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        size = torch.tensor([payload.numel()], dtype=torch.long)
+        self._bounded("send_object", dst, dist.send, size, dst=self.ranks[dst], group=self.cpu_group)
+        self._bounded("send_object", dst, dist.send, payload, dst=self.ranks[dst], group=self.cpu_group)
+
+    def recv_object(self, src: int) -> bytes:
+        size = torch.empty(1, dtype=torch.long)
+        rank_size = self._bounded("recv_object", src, dist.recv, size, src=self.ranks[src], group=self.cpu_group)
+        payload = torch.empty(int(size.item()), dtype=torch.uint8)
+        rank_obj = self._bounded("recv_object", src, dist.recv, payload, src=self.ranks[src], group=self.cpu_group)
+        assert rank_obj == rank_size, "Received object sender rank does not match the size sender rank."
+        return payload.numpy().tobytes()
+
+    # --- tensor dicts (ARCHITECTURE Seam 3) ----------------------------------------------------
+    def send_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> dict | None:
+        """vLLM 0.32.0: ``isend_tensor_dict``, then wait for every handle."""
+        if not dist.is_initialized() or self.world_size == 1:
+            return tensor_dict
+        handles = self.isend_tensor_dict(tensor_dict, dst)
+        peer = (self.rank_in_group + 1) % self.world_size if dst is None else dst
+        for handle in handles:
+            self._bounded("send_tensor_dict", peer, handle.wait)
+        if self._pending_isends and self._pending_isends[-1][0] is handles:
+            self._pending_isends.pop()                    # waited: nothing left to retain
+        return None
+
+    def isend_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> list:
+        """Post every send of one dict and return the handles: the metadata (an int64 size, then the bytes, over
+        the cpu group), then one ``isend`` per non-empty tensor. Handles and source tensors are also kept in
+        ``_pending_isends`` until they complete, so a caller that drops the handles frees nothing in flight.
+        The custom path (``use_cpu_custom_send_recv``) is synchronous and returns no handle."""
+        if not dist.is_initialized() or self.world_size == 1:
+            return []
+        dst = self._transfer_peer(dst, +1)
+        if self.use_cpu_custom_send_recv:
+            self.device_communicator.send_tensor_dict(tensor_dict, dst)
+            return []
+        metadata_list, tensor_list = split_tensor_dict(tensor_dict)
+        for t in tensor_list:
+            if t.device.type != "cpu":
+                raise ValueError(f"tensor on {t.device}: this CPU group accepts CPU tensors only")
+        self._reap_completed_isends()
+        payload = torch.frombuffer(bytearray(encode_metadata(metadata_list)), dtype=torch.uint8)
+        sources = [torch.tensor([payload.numel()], dtype=torch.long), payload]    # vLLM's isend_object
+        sources += [t.contiguous() for t in tensor_list if t.numel() > 0]       # empty ones: from metadata
+        handles = [self._bounded("isend_tensor_dict", dst, dist.isend, t, dst=self.ranks[dst], group=self.cpu_group)
+                   for t in sources]
+        self._pending_isends.append((handles, sources))
+        return handles
+
+    def _reap_completed_isends(self) -> None:
+        """Drop the retained sends that completed, oldest first (vLLM gates on the tensor sends' handles)."""
+        while self._pending_isends and all(h.is_completed() for h in self._pending_isends[0][0]):
+            self._pending_isends.popleft()
+
+    def recv_tensor_dict(self, src: int | None = None) -> dict[str, Any] | None:
+        """vLLM 0.32.0: ``irecv_tensor_dict``, then wait for every handle."""
+        if not dist.is_initialized() or self.world_size == 1:
+            return None
+        tensor_dict, handles = self.irecv_tensor_dict(src)
+        peer = (self.rank_in_group - 1) % self.world_size if src is None else src
+        for handle in handles:
+            self._bounded("recv_tensor_dict", peer, handle.wait)
+        return tensor_dict
+
+    def irecv_tensor_dict(self, src: int | None = None) -> tuple[dict[str, Any] | None, list]:
+        """Receive the metadata (blocking), allocate each tensor and post its ``irecv``: (dict, handles). The
+        tensors hold their values once the handles are waited."""
+        if not dist.is_initialized() or self.world_size == 1:
+            return None, []
+        src = self._transfer_peer(src, -1)
+        if self.use_cpu_custom_send_recv:
+            return self.device_communicator.recv_tensor_dict(src), []
+        tensor_dict: dict[str, Any] = {}
+        handles = []
+        for key, value in decode_metadata(self.recv_object(src)):
+            if isinstance(value, TensorMetadata):
+                tensor = torch.empty(value.size, dtype=value.dtype, device=value.device)
+                if tensor.numel() > 0:
+                    handles.append(self._bounded("irecv_tensor_dict", src, dist.irecv, tensor,
+                                                 src=self.ranks[src], group=self.cpu_group))
+                tensor_dict[key] = tensor
+            else:
+                tensor_dict[key] = value
+        return tensor_dict, handles

@@ -1,0 +1,84 @@
+"""``Worker``: what vLLM 0.32.0's GPU worker does for PP around its model runner (``v1/worker/gpu_worker.py``,
+``Worker.execute_model``), so the runner only runs the model.
+
+One step on a PP rank:
+
+    wait for the previous step's sends              # a forward must not overwrite buffers they still read
+    non-first rank: irecv_tensor_dict()             # posted; AsyncIntermediateTensors waits when first read
+    output = model_runner.execute_model(scheduler_output, intermediate_tensors)
+    non-last rank: isend_tensor_dict(output)        # not waited: the handles are waited at the next step
+
+``sample_tokens`` is the runner's. vLLM 0.32.0 pins: the receive
+``v1/worker/gpu_worker.py:1313-1325 AsyncIntermediateTensors(``, the send
+``v1/worker/gpu_worker.py:1349-1356 self._pp_send_work = handles[1:]``, the wait
+``v1/worker/gpu_worker.py:1307-1310 for handle in self._pp_send_work:``. Before the asynchronous path the runner sent and received
+itself, blocking; the messages on the wire are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from explainer.model.stages import IntermediateTensors
+from explainer.trace import Transfer
+from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
+
+
+class AsyncIntermediateTensors(IntermediateTensors):
+    """``IntermediateTensors`` whose receive is waited the first time ``tensors`` is read (vLLM's class of the
+    same name); ``on_wait`` runs once, when the data is there."""
+
+    def __init__(self, tensors: dict, comm_handles: list, on_wait: Callable[[], None] | None = None):
+        super().__init__(tensors)
+        self._comm_handles, self._on_wait, self._comm_waited = comm_handles, on_wait, False
+
+    def wait_for_comm(self) -> None:
+        if self._comm_waited:
+            return
+        for handle in self._comm_handles:
+            handle.wait()
+        self._comm_waited = True
+        if self._on_wait is not None:
+            self._on_wait()
+
+    def __getattribute__(self, name: str):
+        if name == "tensors" and not object.__getattribute__(self, "_comm_waited"):
+            object.__getattribute__(self, "wait_for_comm")()
+        return object.__getattribute__(self, name)
+
+
+class Worker:
+    """One PP rank: its ``model_runner`` and the stage-to-stage transfers (``runner_cls``: the sync or async
+    schedule's runner)."""
+
+    def __init__(self, config, group, trace, runner_cls):
+        self.group, self.trace = group, trace
+        self.model_runner = runner_cls(config, group, trace)
+        self.rank, self.is_first_rank, self.is_last_rank = group.rank_in_group, group.is_first_rank, group.is_last_rank
+        self._pp_send_work: list = []
+
+    @property
+    def phase(self) -> str:
+        return self.model_runner.phase                # where a failure happened (the executor reports it)
+
+    def execute_model(self, scheduler_output: SchedulerOutput) -> None:
+        for handle in self._pp_send_work:
+            handle.wait()
+        self._pp_send_work = []
+        intermediate_tensors = None
+        if scheduler_output.num_scheduled_tokens and not self.is_first_rank:
+            tensor_dict, handles = self.group.irecv_tensor_dict(src=self.rank - 1)
+            intermediate_tensors = AsyncIntermediateTensors(tensor_dict, handles)
+        output = self.model_runner.execute_model(scheduler_output, intermediate_tensors)
+        if isinstance(output, IntermediateTensors):   # a non-last rank's stage output
+            dst = self.rank + 1
+            self._pp_send_work = self.group.isend_tensor_dict(output.tensors, dst=dst)
+            self.trace.record(self.rank, "send", f"IntermediateTensors -> rank {dst}",
+                              transfers=[Transfer.of_tensor(self.rank, dst, k, v, "send")
+                                         for k, v in output.tensors.items()])
+
+    def sample_tokens(self) -> ModelRunnerOutput | None:
+        return self.model_runner.sample_tokens()
+
+    def delivered_output(self, step: int) -> ModelRunnerOutput | None:
+        return self.model_runner.delivered_output(step)
