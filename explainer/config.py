@@ -13,8 +13,10 @@
    whose class does not implement ``SupportsPP`` raises ``PipelineParallelNotSupportedError`` with vLLM's
    message; then the stage count must not exceed the layer count.
 
-Three switches choose between vLLM's behaviour and the historic or reference one: ``pp_schedule``
-(``sync``, #33960 | ``async``, #42187), ``sampler_draw`` (``multinomial``, transformers | ``gumbel``,
+Four switches choose between vLLM's behaviour and the historic or reference one: ``pp_schedule``
+(``sync``, #33960 | ``async``, #42187, as 0.32.0 runs it), ``pp_transfer`` (``async``, 0.32.0's worker |
+``blocking``, each stage-to-stage send and receive waited at once, as ``parallel_state.py`` at ``0c175ae``),
+``sampler_draw`` (``multinomial``, transformers | ``gumbel``,
 vLLM's ``DiffusionSampler``) and ``self_conditioning`` (``hf`` | ``vllm``). The defaults (sync,
 multinomial, hf) keep the engine at PP=1 token-identical to transformers' ``generate``.
 """
@@ -28,7 +30,7 @@ from explainer.errors import UsageError
 from explainer.model.checkpoint import metadata
 from explainer.model.registry import DEFAULT_MODEL, ModelRegistry
 from explainer.validation import check_int, check_one_of, is_number
-from explainer.vocab import (COMM_GATES, EXECUTOR_BACKENDS, PP_MODES, PP_SCHEDULES, REQUEST_STATE_FIELDS, SAMPLER_DRAWS,
+from explainer.vocab import (COMM_GATES, EXECUTOR_BACKENDS, PP_MODES, PP_SCHEDULES, PP_TRANSFERS, REQUEST_STATE_FIELDS, SAMPLER_DRAWS,
                              SELF_CONDITIONING_MODES, STATE_SYNC_FIELDS)
 
 ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER")
@@ -65,6 +67,7 @@ class EngineConfig:
     seed: int = 0
     pp_mode: str = "generic"                  # generic | generic-int64 | state-sync (PR #52015)
     pp_schedule: str = "sync"                 # sync (#33960) | async (#42187: pp_size batches in flight)
+    pp_transfer: str = "async"                # async (0.32.0's worker: isend/irecv) | blocking (0c175ae's form)
     sampler_draw: str = "multinomial"         # multinomial (HF-exact, default) | gumbel (vLLM's draw)
     self_conditioning: str = "hf"             # hf (default) | vllm (SC MLP on every decode request)
     attention_backend: str | None = None
@@ -93,6 +96,7 @@ class EngineConfig:
         check_int("seed", self.seed, 0)
         check_one_of("pp_mode", self.pp_mode, PP_MODES)
         check_one_of("pp_schedule", self.pp_schedule, PP_SCHEDULES)
+        check_one_of("pp_transfer", self.pp_transfer, PP_TRANSFERS)
         check_one_of("sampler_draw", self.sampler_draw, SAMPLER_DRAWS)
         check_one_of("self_conditioning", self.self_conditioning, SELF_CONDITIONING_MODES)
         check_one_of("distributed_executor_backend", self.distributed_executor_backend, EXECUTOR_BACKENDS)

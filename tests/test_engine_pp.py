@@ -177,3 +177,23 @@ def test_inprocess_group_rejects_bad_peers():
         g0.send_tensor_dict({}, dst=0)
     with pytest.raises(UsageError):
         InProcessWorld(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["sync", "async"])
+def test_the_stage_to_stage_transfer_is_the_workers_blocking_or_not_the_same_text(schedule):
+    """vLLM 0.32.0's worker posts irecv/isend and waits later (``pp_transfer="async"``); the older form waits each
+    at once (``"blocking"``). One process per rank, real gloo: the same tokens either way, and nothing in flight."""
+    from explainer.engine.llm_engine import LLMEngine
+    from explainer.model import task
+    from explainer.trace import Trace
+
+    texts = {}
+    for transfer in ("async", "blocking"):
+        engine = LLMEngine.from_engine_args(Trace(), model="diffusion-gemma-tiny@pre-45828", pipeline_parallel_size=2,
+                                            pp_mode="state-sync", pp_schedule=schedule, pp_transfer=transfer,
+                                            distributed_executor_backend="processes")
+        out = engine.generate([task.encode("451")], max_tokens=3 * task.CANVAS_LENGTH, seeds=[0])[0]
+        assert engine.processes_started == 2
+        texts[transfer] = task.decode(out.output_token_ids)
+    assert texts["async"] == texts["blocking"] == "four hundred fifty-one"

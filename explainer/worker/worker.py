@@ -12,12 +12,11 @@ One step on a PP rank:
 ``v1/worker/gpu_worker.py:1313-1325 AsyncIntermediateTensors(``, the send
 ``v1/worker/gpu_worker.py:1349-1356 self._pp_send_work = handles[1:]``, the wait
 ``v1/worker/gpu_worker.py:1307-1310 for handle in self._pp_send_work:``. Before the asynchronous path the runner sent and received
-itself, blocking; the messages on the wire are the same.
+itself, blocking; the messages on the wire are the same. ``EngineConfig.pp_transfer="blocking"`` selects that
+form (every send and receive waited at once, as ``parallel_state.py`` at ``0c175ae`` sent them).
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 from explainer.model.stages import IntermediateTensors
 from explainer.trace import Transfer
@@ -26,11 +25,11 @@ from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
 
 class AsyncIntermediateTensors(IntermediateTensors):
     """``IntermediateTensors`` whose receive is waited the first time ``tensors`` is read (vLLM's class of the
-    same name); ``on_wait`` runs once, when the data is there."""
+    same name)."""
 
-    def __init__(self, tensors: dict, comm_handles: list, on_wait: Callable[[], None] | None = None):
+    def __init__(self, tensors: dict, comm_handles: list):
         super().__init__(tensors)
-        self._comm_handles, self._on_wait, self._comm_waited = comm_handles, on_wait, False
+        self._comm_handles, self._comm_waited = comm_handles, False
 
     def wait_for_comm(self) -> None:
         if self._comm_waited:
@@ -38,8 +37,6 @@ class AsyncIntermediateTensors(IntermediateTensors):
         for handle in self._comm_handles:
             handle.wait()
         self._comm_waited = True
-        if self._on_wait is not None:
-            self._on_wait()
 
     def __getattribute__(self, name: str):
         if name == "tensors" and not object.__getattribute__(self, "_comm_waited"):
@@ -54,6 +51,7 @@ class Worker:
     def __init__(self, config, group, trace, runner_cls):
         self.group, self.trace = group, trace
         self.model_runner = runner_cls(config, group, trace)
+        self.blocking = config.pp_transfer == "blocking"     # 0c175ae's form: every transfer waited at once
         self.rank, self.is_first_rank, self.is_last_rank = group.rank_in_group, group.is_first_rank, group.is_last_rank
         self._pp_send_work: list = []
 
@@ -69,10 +67,16 @@ class Worker:
         if scheduler_output.num_scheduled_tokens and not self.is_first_rank:
             tensor_dict, handles = self.group.irecv_tensor_dict(src=self.rank - 1)
             intermediate_tensors = AsyncIntermediateTensors(tensor_dict, handles)
+            if self.blocking:
+                intermediate_tensors.wait_for_comm()
         output = self.model_runner.execute_model(scheduler_output, intermediate_tensors)
         if isinstance(output, IntermediateTensors):   # a non-last rank's stage output
             dst = self.rank + 1
             self._pp_send_work = self.group.isend_tensor_dict(output.tensors, dst=dst)
+            if self.blocking:
+                for handle in self._pp_send_work:
+                    handle.wait()
+                self._pp_send_work = []
             self.trace.record(self.rank, "send", f"IntermediateTensors -> rank {dst}",
                               transfers=[Transfer.of_tensor(self.rank, dst, k, v, "send")
                                          for k, v in output.tensors.items()])
