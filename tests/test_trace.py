@@ -107,3 +107,17 @@ def test_disabled_trace_records_nothing():
 def test_unknown_phase_rejected():
     with pytest.raises(ValueError, match="phase 'compute' is not one of"):
         Trace().record(0, "compute")
+
+
+def test_the_worker_code_builds_no_trace_event_and_keeps_no_phase_itself():
+    """The mechanism reads like vLLM's: ``explainer/worker/`` makes one observer call per phase boundary; the
+    events (text, transfers, reads, views) and the phase are ``trace/observer.py``'s."""
+    from pathlib import Path
+
+    import explainer.worker
+
+    folder = Path(explainer.worker.__file__).parent
+    for path in folder.glob("*.py"):
+        text = path.read_text()
+        for banned in ("trace.record(", "self.phase =", "Transfer.of_tensor(", "trace.attach(", "trace.set_step("):
+            assert banned not in text, f"{path.name}: {banned}"

@@ -23,7 +23,7 @@ class AsyncModelRunner(ModelRunner):
 
     def __init__(self, config, group, trace):
         super().__init__(config, group, trace)
-        self.pp = AsyncPPHandler(group, trace, num_spec=config.num_speculative_tokens,
+        self.pp = AsyncPPHandler(group, self.observer, num_spec=config.num_speculative_tokens,
                                  hidden_size=config.hidden_size, mode=config.pp_mode,
                                  max_num_reqs=config.max_num_seqs)
         self._step = 0
@@ -32,7 +32,7 @@ class AsyncModelRunner(ModelRunner):
     @torch.no_grad()
     def execute_model(self, scheduler_output: SchedulerOutput,
                       intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
-        self.trace.set_step(scheduler_output.step, scheduler_output.warmup)
+        self.observer.step(scheduler_output.step, scheduler_output.warmup)
         self._step = scheduler_output.step
         if self.pp.enabled and not self.is_last_rank:
             self.update_pp_decode_requests()
@@ -76,28 +76,24 @@ class AsyncModelRunner(ModelRunner):
         if "self_conditioning_embeds" in t:
             st.self_conditioning_embeds[batch.slots] = t["self_conditioning_embeds"][keep]
             applied.append("self_conditioning_embeds")
-        self.trace.record(self.rank, "consume", f"step {pending.step}'s back-channel, consumed "
-                          f"{self.world_size} steps later: {', '.join(applied)} for {', '.join(batch.req_ids)}",
-                          data={"consumed_step": pending.step, "applied": applied})
+        self.observer.consumed(pending.step, applied, batch.req_ids)
 
     @torch.no_grad()
     def sample_tokens(self) -> ModelRunnerOutput | None:
         batch = self._batch
-        self.trace.set_step(self._step, self.trace.warmup)
+        self.observer.resume(self._step)
         if batch is None or not batch.req_ids:
             if self.pp.enabled and not self.is_last_rank:
                 self.pp.post_receive(self._step, batch, None)
             return ModelRunnerOutput([], [], [], {}) if self.is_last_rank else None
         if not self.is_last_rank:                                # post the receive, return nothing
-            self.phase = "receive"
+            self.observer.enter("receive")
             posted = self.pp.post_receive(self._step, batch, self._mask)
-            when = f"consumed {self.world_size} steps later" if posted else "mask None: no collective"
-            self.trace.record(self.rank, "receive", f"receive posted for step {self._step} ({when}); "
-                              f"num_computed_tokens advanced optimistically", data={"posted": posted is not None})
+            self.observer.posted_receive(self._step, posted is not None)
             return None
         sampled, num_sampled, num_rejected = self._sample(batch)
         if self.pp.enabled:
-            self.phase = "broadcast"
+            self.observer.enter("broadcast")
             st = self.model_state.req_states
             self.pp.broadcast_async(sampled, num_sampled, num_rejected, batch, self._mask,
                                     self.req_states.draft_tokens[batch.slots],
@@ -109,15 +105,13 @@ class AsyncModelRunner(ModelRunner):
     def delivered_output(self, step: int) -> ModelRunnerOutput | None:
         """Non-last rank: complete the receive for ``step`` (if posted) and return the step's output as
         this rank now knows it (its replicated scheduler needs it in the one-process-per-rank backend)."""
-        self.phase = "receive"
+        self.observer.enter("receive")
         pending = self.pp.deliver(step)
         if pending is None:
             return None
-        self.trace.set_step(step, self.trace.warmup)            # recorded under the step it belongs to
         t = pending.tensors
         sampled, (num_sampled, num_rejected) = t["sampled_token_ids"], t["num_sampled_num_rejected"]
-        self.trace.record(self.rank, "receive", f"back-channel for step {step} delivered (side stream): "
-                          f"{', '.join(t)}", data={"delivered_step": step})
+        self.observer.delivered(step, t)
         drafts = t.get("draft_tokens")
         return ModelRunnerOutput(
             list(pending.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(pending.slots))],

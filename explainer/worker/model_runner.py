@@ -30,6 +30,7 @@ from explainer.model.kv_cache import KVCache
 from explainer.model.registry import ModelRegistry
 from explainer.model.stages import IntermediateTensors, get_pp_indices
 from explainer.trace import Trace
+from explainer.trace.observer import RankObserver
 from explainer.worker.diffusion_sampler import DiffusionSampler
 from explainer.worker.input_batch import InputBatch
 from explainer.worker.model_state import DiffusionGemmaModelState
@@ -40,12 +41,12 @@ from explainer.worker.states import RequestState, state_tensors
 
 class ModelRunner:
     def __init__(self, config: EngineConfig, group, trace: Trace):
-        self.config, self.group, self.trace = config, group, trace
+        self.config, self.group = config, group
         self.rank, self.world_size = group.rank_in_group, group.world_size
         self.is_first_rank, self.is_last_rank = group.is_first_rank, group.is_last_rank
+        self.observer = RankObserver(trace, self.rank, first_rank=self.is_first_rank, world_size=self.world_size)
         start, end = get_pp_indices(config.num_hidden_layers, self.rank, self.world_size)
         self.model = ModelRegistry.resolve_model_cls(config.model)(start, end)      # load_model
-        trace.meta.setdefault("layers", {})[str(self.rank)] = [start, end]
         if not self.is_first_rank:   # persistent receive buffer; a non-PP model has no such method
             self.intermediate_tensors = self.model.make_empty_intermediate_tensors(
                 batch_size=1, dtype=torch.float32, device="cpu", num_tokens=config.max_num_batched_tokens)
@@ -53,14 +54,13 @@ class ModelRunner:
         self.model_state = DiffusionGemmaModelState(config)
         self.sampler = (DiffusionSampler(config, self.model, self.model_state, self.req_states)
                         if self.is_last_rank else None)
-        self.pp = PPHandler(group, trace, num_spec=config.num_speculative_tokens, hidden_size=config.hidden_size,
-                            mode=config.pp_mode)
+        self.pp = PPHandler(group, self.observer, num_spec=config.num_speculative_tokens,
+                            hidden_size=config.hidden_size, mode=config.pp_mode)
         self.generator = torch.Generator().manual_seed(config.seed)   # this worker's "global" RNG
         self.kv_caches: dict[int, KVCache] = {}
-        self.phase = "startup"
         self._batch: InputBatch | None = None
         self._hidden: dict[int, torch.Tensor] = {}
-        trace.attach(self.rank, self.view)
+        self.observer.loaded(self, start, end)
 
     # ---- request lifecycle -------------------------------------------------------------------------
     def _update_states(self, scheduler_output: SchedulerOutput) -> None:
@@ -101,8 +101,7 @@ class ModelRunner:
     @torch.no_grad()
     def execute_model(self, scheduler_output: SchedulerOutput,
                       intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
-        self.trace.set_step(scheduler_output.step, scheduler_output.warmup)
-        self.phase = "prepare"
+        self.observer.step(scheduler_output.step, scheduler_output.warmup)
         self._update_states(scheduler_output)
         batch = self._batch = self._prepare_batch(scheduler_output)
         if not batch.req_ids:
@@ -111,15 +110,12 @@ class ModelRunner:
         embeds = ([self.model_state.prepare_inputs(self.model, ids, s, d)
                    for ids, s, d in zip(batch.input_ids, batch.slots, batch.is_decode)]
                   if self.is_first_rank else None)
-        reads = {rid: ["is_encoder_phase"] + (["draft_tokens", "self_conditioning_embeds"]
-                                              if self.is_first_rank and d else [])
-                 for rid, d in zip(batch.req_ids, batch.is_decode)}
-        self.trace.record(self.rank, "prepare", self._describe(batch, causal), reads=reads)
+        self.observer.prepared(batch, causal)
         total = sum(batch.query_lens)
         if not self.is_first_rank:
-            self.phase = "recv"
+            self.observer.enter("recv")
             received = self.pp.recv_intermediate_tensors(self.intermediate_tensors, total, intermediate_tensors)
-        self.phase = "forward"
+        self.observer.enter("forward")
         outputs, offset = [], 0
         for i, slot in enumerate(batch.slots):
             kv, n = self.kv_caches[slot], batch.query_lens[i]
@@ -134,25 +130,20 @@ class ModelRunner:
             outputs.append(out)
             offset += n
             self.req_states.num_computed_tokens[slot] += n      # optimistic; post_update rolls back
-        self.trace.record(self.rank, "forward", f"layers [{self.model.model.start_layer}, "
-                          f"{self.model.model.end_layer}) over {total} tokens")
+        self.observer.forwarded(self.model.model.start_layer, self.model.model.end_layer, total)
         if self.is_last_rank:
             self._hidden = {i: h for i, h in enumerate(outputs) if batch.is_decode[i]}
             return None
-        self.phase = "send"
+        self.observer.enter("send")
         return IntermediateTensors({k: torch.cat([o[k] for o in outputs], dim=1) for k in outputs[0].keys()})
 
     @torch.no_grad()
     def _sample(self, batch):
         """Last rank: logits -> the DiffusionSampler; the sample event (what each request emitted) is traced."""
-        self.phase = "sample"
+        self.observer.enter("sample")
         logits = {i: self.model.compute_logits(h) for i, h in self._hidden.items()}
         sampled, num_sampled, num_rejected, actions = self.sampler(batch, logits)
-        emitted = {rid: sampled[i, :int(num_sampled[i])].tolist()
-                   for i, rid in enumerate(batch.req_ids) if int(num_sampled[i])}
-        self.trace.record(self.rank, "sample", "; ".join(f"{r}: {a}" for r, a in actions.items()),
-                          data={"emitted": emitted, "actions": actions,
-                                "sampled_dtype": str(sampled.dtype).removeprefix("torch.")})
+        self.observer.sampled(batch, sampled, num_sampled, actions)
         return sampled, num_sampled, num_rejected
 
     def sample_tokens(self) -> ModelRunnerOutput:
@@ -164,18 +155,17 @@ class ModelRunner:
         if self.is_last_rank:
             sampled, num_sampled, num_rejected = self._sample(batch)
             if self.pp.enabled:
-                self.phase = "broadcast"
+                self.observer.enter("broadcast")
                 self.pp.broadcast(sampled, num_sampled, num_rejected, synced=self._synced_state(batch))
             self._post_update(batch, sampled, num_sampled, num_rejected)
         else:
-            self.phase = "receive"
+            self.observer.enter("receive")
             got = self.pp.receive(len(batch.slots), like=self._synced_state(batch))
             sampled, (num_sampled, num_rejected) = got["sampled_token_ids"], got["num_sampled_num_rejected"]
             if self.config.pp_mode == "state-sync":
                 self._apply_synced_state(batch, got)
             self._post_update(batch, sampled, num_sampled, num_rejected)
-            self.trace.record(self.rank, "receive", f"back-channel <- rank {self.world_size - 1}: "
-                              f"{', '.join(got)}; post_update")
+            self.observer.received_back_channel(got)
         return ModelRunnerOutput(
             list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
             [int(n) for n in num_rejected],
@@ -206,19 +196,3 @@ class ModelRunner:
             self.req_states.num_computed_tokens[slot] = n
             self.req_states.all_token_ids[slot] += sampled[i, :int(num_sampled[i])].tolist()
             self.kv_caches[slot].truncate(n)
-
-    # ---- trace views ---------------------------------------------------------------------------------
-    def view(self) -> dict:
-        st, rs = self.model_state.req_states, self.req_states
-        return {rid: {"canvas": st.canvas[s].tolist(), "draft_tokens": rs.draft_tokens[s].tolist(),
-                      "is_encoder_phase": bool(st.is_encoder_phase[s]),
-                      "self_conditioning_embeds": round(float(st.self_conditioning_embeds[s].norm()), 5),
-                      "step": int(st.step[s]), "num_computed_tokens": int(rs.num_computed_tokens[s])}
-                for rid, s in rs.req_id_to_slot.items()}
-
-    def _describe(self, batch: InputBatch, causal: list[bool]) -> str:
-        parts = []
-        for rid, n, d, c in zip(batch.req_ids, batch.query_lens, batch.is_decode, causal):
-            kind = ("commit" if c else "denoise") if d else "prefill"
-            parts.append(f"{rid}: {kind} {n} tokens, {'causal' if c else 'bidirectional'}")
-        return "; ".join(parts)

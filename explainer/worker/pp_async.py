@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from explainer.trace import Transfer
 from explainer.worker.input_batch import InputBatch
 from explainer.worker.pp_utils import PPHandler
 
@@ -76,8 +75,8 @@ class PendingRecv:
 class AsyncPPHandler(PPHandler):
     """The #42187 ``PPHandler``: back-channel deferred by ``pp_size`` steps through a FIFO."""
 
-    def __init__(self, group, trace, *, num_spec: int, hidden_size: int, mode: str, max_num_reqs: int):
-        super().__init__(group, trace, num_spec=num_spec, hidden_size=hidden_size, mode=mode)
+    def __init__(self, group, observer, *, num_spec: int, hidden_size: int, mode: str, max_num_reqs: int):
+        super().__init__(group, observer, num_spec=num_spec, hidden_size=hidden_size, mode=mode)
         # the back-channel's own group, so it never queues behind the stage-to-stage sends (vLLM 0.32.0)
         self.broadcast_group = group.make_sibling_device_group("pp_broadcast") if self.enabled else group
         # non-last ranks: one entry per in-flight step, pre-seeded with pp_size empty slots
@@ -95,8 +94,7 @@ class AsyncPPHandler(PPHandler):
         """``broadcast`` + ``broadcast_drafts``: returns False when the mask says skip (early return,
         *before* the int64 assert)."""
         if mask is None:
-            self.trace.record(self.rank, "broadcast", "need_sampled mask is None: no request finishes a "
-                              "prefill or decodes, the broadcast returns early", data={"skipped": True})
+            self.observer.broadcast_skipped()
             return False
         assert sampled_token_ids.dtype == torch.int64
         n, width = sampled_token_ids.shape
@@ -108,16 +106,13 @@ class AsyncPPHandler(PPHandler):
             tensors["draft_tokens"] = draft_tokens.to(torch.int64).contiguous()
         if self.mode == "state-sync":
             tensors["is_encoder_phase"] = synced["is_encoder_phase"].to(torch.bool).contiguous()
-        transfers = []
-        for name, tensor in tensors.items():
+        for tensor in tensors.values():
             self.broadcast_group.broadcast(tensor, src=self.last)
-            transfers += [Transfer.of_tensor(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
+        to_first = {}
         if self.mode == "state-sync":
-            sc = synced["self_conditioning_embeds"].contiguous()
-            self.group.send_tensor_dict({"self_conditioning_embeds": sc}, dst=0)
-            transfers.append(Transfer.of_tensor(self.last, 0, "self_conditioning_embeds", sc, "send"))
-        self.trace.record(self.rank, "broadcast", f"back-channel ({self.mode}, async) -> ranks 0..{self.last - 1}; "
-                          f"consumed there {self.group.world_size} steps later", transfers=transfers)
+            to_first = {"self_conditioning_embeds": synced["self_conditioning_embeds"].contiguous()}
+            self.group.send_tensor_dict(to_first, dst=0)
+        self.observer.broadcast_sent(f"{self.mode}, async", tensors, to_first, consumed_later=self.group.world_size)
         return True
 
     # ---- non-last ranks --------------------------------------------------------------------------

@@ -30,14 +30,18 @@ from __future__ import annotations
 
 import torch
 
-from explainer.trace import Trace, Transfer
+from explainer.trace import Trace
+from explainer.trace.observer import RankObserver
 from explainer.vocab import FIRST_RANK_ONLY_FIELDS
 
 
 
 class PPHandler:
-    def __init__(self, group, trace: Trace, *, num_spec: int, hidden_size: int, mode: str):
-        self.group, self.trace, self.mode = group, trace, mode
+    def __init__(self, group, observer, *, num_spec: int, hidden_size: int, mode: str):
+        """``observer``: the rank's ``RankObserver`` (a bare ``Trace`` is given one, as a notebook does)."""
+        if isinstance(observer, Trace):
+            observer = RankObserver(observer, group.rank_in_group, world_size=group.world_size)
+        self.group, self.observer, self.mode = group, observer, mode
         self.num_spec, self.hidden_size = num_spec, hidden_size
         self.rank, self.last = group.rank_in_group, group.world_size - 1
 
@@ -53,8 +57,7 @@ class PPHandler:
         for name, tensor in intermediate_tensors.tensors.items():
             buffer[name][:, :num_tokens].copy_(tensor)
             out[name] = buffer[name][:, :num_tokens]
-        self.trace.record(self.rank, "recv", f"IntermediateTensors <- rank {self.rank - 1}, "
-                          f"copied into the persistent buffer ({num_tokens} tokens)")
+        self.observer.received_stage(num_tokens)
         return out
 
     # ---- back-channel ------------------------------------------------------------------------
@@ -67,14 +70,10 @@ class PPHandler:
         padded[:, :width] = sampled_token_ids
         counts = torch.stack([num_sampled, num_rejected]).to(torch.int32)
         tensors = {"sampled_token_ids": padded, "num_sampled_num_rejected": counts}
-        transfers = []
-        for name, tensor in tensors.items():
+        for tensor in tensors.values():
             self.group.broadcast(tensor, src=self.last)
-            transfers += [Transfer.of_tensor(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
-        if synced:
-            transfers += self.send_state(synced)
-        self.trace.record(self.rank, "broadcast", f"back-channel ({self.mode}) -> ranks 0..{self.last - 1}",
-                          transfers=transfers)
+        to_first = self.send_state(synced, tensors) if synced else {}
+        self.observer.broadcast_sent(self.mode, tensors, to_first)
 
     def receive(self, num_reqs: int, like: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Non-last rank: pre-allocate, then take the last rank's back-channel tensors. ``like``: this rank's
@@ -88,20 +87,20 @@ class PPHandler:
         return out
 
     # ---- state sync (#52015): any subset of the per-request state fields ------------------------------
-    def send_state(self, synced: dict[str, torch.Tensor]) -> list[Transfer]:
-        """Last rank: broadcast each field in order; fields only the first rank reads go to it as one dict."""
-        transfers, to_first = [], {}
+    def send_state(self, synced: dict[str, torch.Tensor], broadcast: dict) -> dict[str, torch.Tensor]:
+        """Last rank: broadcast each field in order (added to ``broadcast``); the fields only the first rank
+        reads go to it as one dict, which is returned."""
+        to_first = {}
         for name, tensor in synced.items():
             tensor = tensor.contiguous()
             if name in FIRST_RANK_ONLY_FIELDS:
                 to_first[name] = tensor
                 continue
             self.group.broadcast(tensor, src=self.last)
-            transfers += [Transfer.of_tensor(self.last, r, name, tensor, "broadcast") for r in range(self.last)]
+            broadcast[name] = tensor
         if to_first:
             self.group.send_tensor_dict(to_first, dst=0)
-            transfers += [Transfer.of_tensor(self.last, 0, k, v, "send") for k, v in to_first.items()]
-        return transfers
+        return to_first
 
     def recv_state(self, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Non-last rank: the mirror of ``send_state`` (the first rank also takes the point-to-point dict)."""

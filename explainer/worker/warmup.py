@@ -19,6 +19,7 @@ has no KV blocks or structured outputs. The toy's runner, unlike vLLM's, keeps i
 
 from __future__ import annotations
 
+from explainer.trace.observer import WarmupObserver
 from explainer.worker.outputs import NewRequestData, SchedulerOutput
 
 WARMUP_DECODE_STEPS = 5
@@ -33,13 +34,11 @@ def warmup_prompt(config) -> list[int]:
 
 
 def warmup_kernels(executor, config, num_reqs: int = WARMUP_NUM_REQS) -> None:
-    trace, CL = executor.trace, config.canvas_length
+    observer, CL = WarmupObserver(executor.trace), config.canvas_length
     prompt = warmup_prompt(config)
     fit = config.max_num_batched_tokens // max(len(prompt), CL)           # vLLM's budget cap
     req_ids = [f"_warmup_{i}_" for i in range(max(1, min(num_reqs, config.max_num_seqs, fit)))]
-    trace.set_step(0, warmup=True)
-    trace.record(None, "warmup", f"warmup_kernels: {len(req_ids)} fake requests with {len(prompt)}-token prompts "
-                 f"(CL + 1), 1 prefill step, {WARMUP_DECODE_STEPS} decode steps with placeholder drafts [0]*{CL}")
+    observer.started(len(req_ids), len(prompt), WARMUP_DECODE_STEPS, CL)
     step = 1
     executor.execute_model(SchedulerOutput(
         step, [NewRequestData(r, list(prompt), seed=i) for i, r in enumerate(req_ids)],
@@ -49,4 +48,4 @@ def warmup_kernels(executor, config, num_reqs: int = WARMUP_NUM_REQS) -> None:
         executor.execute_model(SchedulerOutput(step, [], {r: CL for r in req_ids}, {r: [0] * CL for r in req_ids},
                                                warmup=True))
     executor.execute_model(SchedulerOutput(step + 1, finished_req_ids=req_ids, warmup=True))
-    trace.record(None, "warmup", f"warmup done: {', '.join(req_ids)} finished and removed")
+    observer.done(req_ids)

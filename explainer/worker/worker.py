@@ -19,7 +19,6 @@ form (every send and receive waited at once, as ``parallel_state.py`` at ``0c175
 from __future__ import annotations
 
 from explainer.model.stages import IntermediateTensors
-from explainer.trace import Transfer
 from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
 
 
@@ -49,7 +48,7 @@ class Worker:
     schedule's runner)."""
 
     def __init__(self, config, group, trace, runner_cls):
-        self.group, self.trace = group, trace
+        self.group = group
         self.model_runner = runner_cls(config, group, trace)
         self.blocking = config.pp_transfer == "blocking"     # 0c175ae's form: every transfer waited at once
         self.rank, self.is_first_rank, self.is_last_rank = group.rank_in_group, group.is_first_rank, group.is_last_rank
@@ -57,7 +56,7 @@ class Worker:
 
     @property
     def phase(self) -> str:
-        return self.model_runner.phase                # where a failure happened (the executor reports it)
+        return self.model_runner.observer.phase       # where a failure happened (the executor reports it)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> None:
         for handle in self._pp_send_work:
@@ -77,9 +76,7 @@ class Worker:
                 for handle in self._pp_send_work:
                     handle.wait()
                 self._pp_send_work = []
-            self.trace.record(self.rank, "send", f"IntermediateTensors -> rank {dst}",
-                              transfers=[Transfer.of_tensor(self.rank, dst, k, v, "send")
-                                         for k, v in output.tensors.items()])
+            self.model_runner.observer.sent_stage(output.tensors)
 
     def sample_tokens(self) -> ModelRunnerOutput | None:
         return self.model_runner.sample_tokens()
