@@ -76,20 +76,17 @@ FUNCTION_LEVEL = {
                                                            "parser); the stories load torch when one runs",
     ("explainer.workshop.report", "explainer.workshop.panel"): "the grading process stays light (no torch); the "
                                                                "panel's pictures need it in a notebook only",
-    ("explainer.workshop.child", "torch"): "the grader imports the check process's module to start it; torch "
-                                           "loads in the check process only",
-    ("explainer.workshop.sandbox", "explainer.distributed.device_communicators"):
-        "the grader sweeps a dead check's segments without loading torch until it must",
-    ("explainer.workshop.jailed", "torch"): "the jail imports torch only for the exercise that hands it tensors "
-                                            "(the gate and sync-fields jails start without it)",
-    ("explainer.workshop.jailed", "torch.distributed"): "only a gate that reads device_communicator.dist_module "
-                                                        "on a fallback communicator needs the module",
+    ("explainer.commands.workshop", "explainer.workshop.grader"): "`workshop list` and bad input stay light; torch, "
+                                                                  "the exercises and the jail load only to grade",
+    ("explainer.workshop.grader_process", "explainer.workshop.grader"): "the notebook kernel's side stays light (no "
+                                                                        "torch); its grader process loads them",
 }
 # Imports by name (importlib), on purpose: plugin-style discovery the graph cannot see.
 BY_NAME = {
     "explainer.cli": "every module of explainer.commands is a subcommand (pkgutil)",
     "explainer.commands.bench": "the benchmark areas (explainer.bench.<area>) chosen on the command line",
-    "explainer.workshop.child": "the checker module an exercise names (exercises.EXERCISES[id].checker)",
+    "explainer.workshop.jail.learner_process": "the modules an exercise lists to import before the learner's code "
+                                               "(Exercise.preload)",
     "explainer.render.annotated": "the toy object a Fix names by its dotted path, read with inspect",
     "explainer.workshop.learner": "whether a learner's global is importable from its own module (then it is not "
                                   "bundled into the check)",

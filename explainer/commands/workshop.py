@@ -6,8 +6,11 @@ unknown field name, an exception raised by the learner's code). A folder is grad
 .ipynb; a table, one row per file, the other entries listed as skipped with the reason): 0 when every
 file passes, else 1; ``--csv FILE`` also writes the gradebook. Ctrl-C prints the rows finished and exits 130.
 Where the learner's code cannot be jailed, one line on stderr says the checks are not isolated.
-With ``EXPLAINER_ROOM`` set, each verdict also goes to the room board (``explainer.room``), after it is shown;
-in a folder, one seat per file, named after it.
+With a room joined (``room join``) or ``EXPLAINER_ROOM`` set, each verdict also goes to the room board
+(``explainer.room``), after it is shown; in a folder, one seat per file, named after it.
+
+The checks run in one grading session (``workshop.grader.Grader``, in this process: the warm jail and the
+reference once for a whole folder); bad input is refused before the session starts.
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ import sys
 from pathlib import Path
 
 from explainer.errors import UsageError
-from explainer.workshop import EXERCISES, check_file, get, grading, jail, sandbox, to_room
+from explainer.workshop import grading, learner, to_room
+from explainer.workshop.catalog import EXERCISES, get
+from explainer.workshop.jail import view
+from explainer.workshop.jail.warm import WarmJail
+from explainer.workshop.report import Report
 from explainer.workshop.shown import inert
 
 
@@ -32,8 +39,15 @@ def configure(parser):
     parser.add_argument("--csv", metavar="FILE", help="with a folder: also write the gradebook (one row per file)")
 
 
+def _grader(exercise_id: str):
+    """This command's grading session: the warm jail starts first (its imports run beside ours), then torch and
+    the exercises load here, only to grade."""
+    jail = WarmJail()
+    from explainer.workshop.grader import Grader
+    return Grader((exercise_id,), jail=jail)
+
+
 def run(args) -> int:
-    sandbox.START_METHOD = "fork"        # this process is single-threaded: fork the checks from it
     if args.action == "list":
         if args.json:
             print(json.dumps([{"id": e.id, "function": e.signature, "notebook": e.notebook, "minutes": e.minutes,
@@ -56,7 +70,13 @@ def run(args) -> int:
     if args.csv:
         raise UsageError("--csv writes a folder's gradebook; give a folder (DIR) to grade")
     _notice()
-    report = check_file(ex.id, path)
+    try:
+        code = learner.from_file(path, ex.function, ex.id)
+    except learner.LearnerError as exc:
+        report = Report.error(ex.id, exc.kind, str(exc), source=str(path), function=ex.function)
+    else:
+        with _grader(ex.id) as grader:
+            report = grader.check(ex.id, code)
     if args.json:
         print(json.dumps(report.to_json(), indent=2), flush=True)
     elif report.status == "error":
@@ -68,7 +88,7 @@ def run(args) -> int:
 
 
 def _notice() -> None:
-    line = jail.notice()
+    line = view.notice()
     if line:
         print(line, file=sys.stderr, flush=True)
 
@@ -88,7 +108,8 @@ def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None)
     _notice()
     interrupted = False
     try:
-        rows = grading.grade(check_file, exercise_id, plan, on_row=_row)
+        with _grader(exercise_id) as grader:
+            rows = grading.grade(grader.check_file, exercise_id, plan, on_row=_row)
     except grading.Interrupted as exc:
         rows, interrupted = exc.rows, True
     if as_json:

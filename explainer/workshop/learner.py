@@ -1,5 +1,6 @@
 """The learner's code: read from a file or taken from a notebook function, checked statically in the
-caller, executed only in the learner's jailed process (``jailed.py``; the check talks to it, ``session.py``).
+caller, executed only in the learner's process in the jail (``jail/learner_process.py``; the check talks to it,
+``jail/channel.py``).
 
 A function defined in a notebook cell travels as source (``inspect.getsource``) together with what it
 uses from the notebook's globals: modules become ``import`` lines, plain constants their ``repr``, other

@@ -1,4 +1,4 @@
-"""What the check process is doing now, for the parent's watchdog (``sandbox.py``): one JSON line per phase
+"""What the check process is doing now, for the grader's watchdog (``grader.py``): one JSON line per phase
 ({t, phase, learner, budget}) appended to the file ``start(path)`` names. A ``learner`` phase runs the
 learner's code and may last ``budget`` seconds before the watchdog ends the check."""
 

@@ -50,7 +50,7 @@ class Report:
     seconds: float = 0.0
     cpu_seconds: float = 0.0                     # CPU time of the check's processes (the child and its ranks)
     output: str = ""                             # what the learner's code printed (tail)
-    process_ids: list[int] = field(default_factory=list, repr=False)   # the check's process group (sandbox)
+    process_ids: list[int] = field(default_factory=list, repr=False)   # the check's process group (grader.py)
     check_pid: int | None = None
     isolated: bool = True                        # False: the learner's code ran under rlimits only (no jail)
 

@@ -1,10 +1,11 @@
-"""Attack: replace the checker's run() with one that always passes."""
+"""Attack: replace the exercise's grade() with one that always passes."""
 import torch
 
 try:
-    import explainer.workshop.check_accept as _c
+    import explainer.workshop.accept as _c
     from explainer.workshop.report import Check, verdict
-    _c.run = lambda fn, code: verdict("accept", [Check("forged", True, "forged")])
+    _c.grade = lambda fn, code: verdict("accept", [Check("forged", True, "forged")])
+    _c.ACCEPT.__dict__["grade"] = _c.grade      # and the exercise object itself (frozen: around it)
 except Exception:
     pass
 

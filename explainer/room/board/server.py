@@ -30,7 +30,7 @@ import tornado.web
 
 from explainer.room.board import guard, intake
 from explainer.room.board.store import SEATS_PER_CLIENT, Store
-from explainer.workshop.exercises import EXERCISES
+from explainer.workshop.catalog import EXERCISES
 
 PUSH_EVERY = 0.1          # seconds between two pushes of a changing board (coalesces a burst of reports)
 PING_EVERY = 15.0         # an idle stream's keep-alive comment (proxies and browsers drop silent streams)

@@ -1,4 +1,4 @@
-"""Checker ``tensor-dict-gate``: the learner's ``use_cpu_custom_send_recv(device_communicator) -> bool`` is
+"""Exercise ``tensor-dict-gate``: the learner's ``use_cpu_custom_send_recv(device_communicator) -> bool`` is
 the gate ``GroupCoordinator`` asks (``gate_fn``), in real rank processes (vLLM PR #40150).
 
 Two launches of two rank processes each (gloo on 127.0.0.1), each building vLLM's PP group and handing one
@@ -10,9 +10,10 @@ PP intermediate-tensor dict from rank 0 to rank 1, as the ``comm-*`` scenarios d
   and the gate must say False: the generic path must deliver the dict.
 
 The learner's function never runs in a rank: it is a pure function of the communicator's facts, so the
-check first asks it in the jail (``session.Learner``) for each communicator the launches build, per rank
-(``facts_table``), and the ranks' gate looks the answer up by their real communicator's facts (a rank
-whose facts are not in the table fails, so the table cannot drift from the communicator).
+check first asks it in the jail (``answer``, handing it a ``Communicator`` that carries those facts) for each
+communicator the launches build, per rank (``facts_table``), and the ranks' gate looks the answer up by their
+real communicator's facts (a rank whose facts are not in the table fails, so the table cannot drift from the
+communicator).
 
 The communicator is the post-#40150 one, so a custom path after the fallback ends in its guard
 (``NotImplementedError``); before #40150 the same call was the ``AttributeError`` of issue #37933.
@@ -29,13 +30,15 @@ from explainer.distributed.device_communicators.comm_config import CommConfig
 from explainer.distributed.launch import free_port, launch
 from explainer.distributed.parallel_state import GroupCoordinator
 from explainer.scenario.comm import pp_dict
-from explainer.workshop import learner
+from explainer.workshop import catalog
+from explainer.workshop.learner import LearnerLimit, budget
+from explainer.workshop.exercise import Exercise
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, verdict
 
 
-EXERCISE = "tensor-dict-gate"
-IDENT_PREFIX = "workshop"       # SHM group names start with it + the check process's pid (swept by the sandbox)
+EXERCISE = catalog.TENSOR_DICT_GATE.id
+IDENT_PREFIX = "workshop"       # SHM group names start with it + the check process's pid (swept by the grader)
 
 
 FACT_NAMES = ("backend", "supports_tensor_dict", "rank", "rank_in_group", "world_size", "ranks", "unique_name", "gate")
@@ -57,7 +60,42 @@ def facts_table() -> list[dict]:
              "dist_module": backend} for backend in ("shm", "torch.distributed") for r in (0, 1)]
 
 
-def ask_table(jailed, code) -> list[dict]:
+class Communicator:
+    """Inside the jail: what the ranks know about their ``CpuCommunicator`` (the gate's input), as facts."""
+
+    def __init__(self, **facts):
+        self.__dict__.update({k: v for k, v in facts.items() if k != "dist_module"})
+        self._dist = facts.get("dist_module")
+
+    @property
+    def dist_module(self):
+        return dist if self._dist == "torch.distributed" else SharedMemoryDistributed()
+
+    @property
+    def device(self):
+        return torch.device("cpu")
+
+    def __repr__(self) -> str:
+        return f"<CpuCommunicator backend={self.backend!r} supports_tensor_dict={self.supports_tensor_dict}>"
+
+
+class SharedMemoryDistributed:
+    """Stands for the communicator's shared-memory module (it has the whole-dict methods)."""
+
+    def send_tensor_dict(self, tensor_dict, dst):
+        raise RuntimeError("the check asks the gate only; it sends nothing from here")
+
+    recv_tensor_dict = send_tensor_dict
+
+
+def answer(fn, args: dict) -> dict:
+    """Inside the jail: the learner's gate on one communicator's facts; the bool it means, its type and repr."""
+    facts = args.get("facts")
+    value = fn(None if facts is None else Communicator(**facts))
+    return {"bool": bool(value), "type": type(value).__name__, "repr": repr(value)[:60]}
+
+
+def ask_table(learner, code) -> list[dict]:
     """The learner's gate on every row of ``facts_table()``, in its jail: a pure function of the facts, so
     the rank processes can consult this table instead of running the learner's code."""
     table = []
@@ -65,9 +103,9 @@ def ask_table(jailed, code) -> list[dict]:
         what = (f"{code.function}(device_communicator) for a communicator with backend {facts['backend']}, "
                 f"rank {facts['rank_in_group']}")
         with learner_phase(what):
-            value = jailed.call(EXERCISE, {"facts": facts}, what)
+            value = learner.call(EXERCISE, {"facts": facts}, what)
         if not isinstance(value.get("bool"), bool):
-            raise learner.LearnerLimit(f"{what}: the learner's process answered with malformed data")
+            raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
         table.append({"facts": facts, "bool": value["bool"], "type": str(value.get("type"))[:40],
                       "returned": str(value.get("repr"))[:60]})
     return table
@@ -115,10 +153,10 @@ def gate_rank(table: list[dict]) -> dict:
 def _launch(table: list[dict], nodes: int) -> dict:
     idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # vLLM: the node's port
     node_of = [0, 0] if nodes == 1 else [0, 1]
-    budget = learner.budget()
-    env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(budget + 2)} for r in range(2)]
+    seconds = budget()
+    env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(seconds + 2)} for r in range(2)]
     results = launch(gate_rank, 2, args=(table,), env_per_rank=env,
-                     timeout=budget + 8, grace=2.0, start_method="fork")
+                     timeout=seconds + 8, grace=2.0, start_method="fork")
     ranks = []
     for res in results:
         info = dict(res.value) if res.ok else {"rank": res.rank, "asked": [], "backend": None, "custom": None,
@@ -132,7 +170,7 @@ def _hung(run: dict, label: str, code) -> None:
     hung = [r for r in run["ranks"] if r.get("ended")]
     if hung:
         r = hung[0]
-        raise learner.LearnerLimit(f"rank {r['rank']} of the {label} run did not finish within its bound "
+        raise LearnerLimit(f"rank {r['rank']} of the {label} run did not finish within its bound "
                                    f"(your gate's answers: {_said(run)}; {r['error']['message']})")
 
 
@@ -154,12 +192,13 @@ def _said(run: dict) -> str:
     return " / ".join(sorted(vals)) or "nothing"
 
 
-def run(jailed, code):
-    table = ask_table(jailed, code)
-    with learner_phase("one-node run: rank processes ask your gate's answers", seconds=learner.budget() + 12):
+def grade(learner, code):
+    """The verdict: the learner's answers asked in the jail, then used by real rank processes on one node and on two."""
+    table = ask_table(learner, code)
+    with learner_phase("one-node run: rank processes ask your gate's answers", seconds=budget() + 12):
         one = _launch(table, 1)
     _hung(one, "one-node", code)
-    with learner_phase("two-node run: rank processes ask your gate's answers", seconds=learner.budget() + 12):
+    with learner_phase("two-node run: rank processes ask your gate's answers", seconds=budget() + 12):
         two = _launch(table, 2)
     _hung(two, "two-node", code)
     checks = []
@@ -195,3 +234,7 @@ def run(jailed, code):
     return verdict(EXERCISE, checks, figures={"one node": what1 if not (ok1 and custom1) else "shm fast path",
                                               "two nodes": what2},
                    picture={"runs": [one, two]})
+
+
+TENSOR_DICT_GATE = Exercise(catalog.TENSOR_DICT_GATE, preload=(), reference=lambda: None, answer=answer,
+                            grade=grade)

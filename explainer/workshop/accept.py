@@ -1,4 +1,4 @@
-"""Checker ``accept``: the learner's ``entropy_bound_accept(entropy, bound)`` against the library's rule
+"""Exercise ``accept``: the learner's ``entropy_bound_accept(entropy, bound)`` against the library's rule
 (``explainer.sampler.entropy_bound_accept``, token for token equal to transformers' ``EntropyBoundSampler``):
 
     per row of entropy [B, L]: sort ascending; accept position k when (sum of the sorted entropies before
@@ -8,8 +8,8 @@ Cases, grouped into named checks: distinct values, ties, all-equal rows, bound 0
 large bounds, batch > 1, random tensors, and the entropies of a real generation (then the whole
 generation with the learner's rule must equal the library's, token for token). Every case compares the
 bool mask; the first differing case of each group is kept for the report and the panel's case table.
-The learner's function runs in its jail (``session.Learner``): each case goes there as lists of floats,
-the mask comes back as lists of bools, and the comparison with the reference happens here.
+The learner's function runs in its jail (``answer``, in the learner's process): each case goes there as lists
+of floats, the mask comes back as lists of bools, and the comparison with the reference happens here (``grade``).
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ from explainer.sampler import primitives
 from explainer.engine.errors import RankFailure
 from explainer.engine.llm_engine import LLMEngine
 from explainer.model import task
-from explainer.sampler import entropy_bound_accept as reference
+from explainer.sampler import entropy_bound_accept as library_rule
 from explainer.trace import Trace
-from explainer.workshop import learner
+from explainer.workshop import catalog
+from explainer.workshop.learner import LearnerLimit
+from explainer.workshop.exercise import Exercise
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
 
-EXERCISE = "accept"
-PRELOAD = ("torch",)          # imported in the jail before the learner's module (not in its time budget)
+EXERCISE = catalog.ACCEPT.id
 
 
 def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
@@ -66,20 +67,30 @@ def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
     return cases
 
 
-def prepare() -> None:
-    """The reference's real generation and the entropies it saw, while the learner's jail starts."""
-    _real_entropies()
-    _reference_texts()
+def reference() -> None:
+    """The reference's real generation and the entropies it saw (once per grading session)."""
+    _reference_run()
+
+
+def answer(fn, args: dict) -> dict:
+    """Inside the jail: the learner's rule on one case (lists of floats in), its mask as lists of bools out, and
+    whether it changed its input in place."""
+    h = torch.tensor(args["entropy"], dtype=torch.float32)
+    given = h.clone()
+    got = fn(given, float(args["bound"]))
+    out = {"changed": given.shape != h.shape or bool((given != h).any())}
+    if isinstance(got, torch.Tensor):
+        out["tensor"] = {"dtype": str(got.dtype).removeprefix("torch."), "shape": list(got.shape),
+                         "data": got.tolist() if got.numel() <= 65536 else None}
+    else:
+        out["type"] = type(got).__name__
+    return out
 
 
 @functools.lru_cache(maxsize=1)
-def _reference_texts() -> tuple[str, ...]:
-    return tuple(_generate())
-
-
-@functools.lru_cache(maxsize=1)
-def _real_entropies(max_cases: int = 6):
-    """Entropy tensors [1, 8] of a real PP=1 generation of the shipped model (prompt 451, seed 0)."""
+def _reference_run(max_cases: int = 6) -> tuple[tuple[str, ...], list]:
+    """The library's real PP=1 generation of the shipped model (prompts 451, 907, 118; seed 0): its texts, and the
+    first entropy tensors [1, 8] its accept rule saw (with their bounds)."""
     seen = []
     original = primitives.entropy_bound_accept
 
@@ -89,10 +100,18 @@ def _real_entropies(max_cases: int = 6):
         return original(entropy, bound)
     primitives.entropy_bound_accept = spy
     try:
-        _generate()
+        texts = tuple(_generate())
     finally:
         primitives.entropy_bound_accept = original
-    return seen
+    return texts, seen
+
+
+def _reference_texts() -> tuple[str, ...]:
+    return _reference_run()[0]
+
+
+def _real_entropies():
+    return _reference_run()[1]
 
 
 def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
@@ -102,8 +121,8 @@ def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
     return [task.decode(o.output_token_ids) for o in outs]
 
 
-def _ask(jailed, code, h: torch.Tensor, bound: float, what: str) -> dict:
-    return jailed.call(EXERCISE, {"entropy": h.tolist(), "bound": bound}, what)
+def _ask(learner, code, h: torch.Tensor, bound: float, what: str) -> dict:
+    return learner.call(EXERCISE, {"entropy": h.tolist(), "bound": bound}, what)
 
 
 def _mask(value: dict, h: torch.Tensor) -> tuple[str | None, torch.Tensor | None]:
@@ -126,10 +145,10 @@ def _mask(value: dict, h: torch.Tensor) -> tuple[str | None, torch.Tensor | None
     return None, torch.tensor(data, dtype=torch.bool)
 
 
-def _compare(jailed, code, label: str, h: torch.Tensor, bound: float) -> tuple[str | None, dict]:
+def _compare(learner, code, label: str, h: torch.Tensor, bound: float) -> tuple[str | None, dict]:
     """None if equal; else the reason and the case for the table (compared here, never in the jail)."""
-    want = reference(h, bound)
-    value = _ask(jailed, code, h, bound, f"{code.function}(entropy of shape {list(h.shape)}, bound={bound:g}) "
+    want = library_rule(h, bound)
+    value = _ask(learner, code, h, bound, f"{code.function}(entropy of shape {list(h.shape)}, bound={bound:g}) "
                                          f"[case {label!r}]")
     case = {"label": label, "entropy": h.tolist(), "bound": bound, "expected": want.tolist(), "got": None}
     why, got = _mask(value, h)
@@ -145,7 +164,8 @@ def _compare(jailed, code, label: str, h: torch.Tensor, bound: float) -> tuple[s
                                                                                          "col": col}
 
 
-def run(jailed, code):
+def grade(learner, code):
+    """The verdict: every case group, then the whole generation with the learner's rule in the sampler."""
     checks, picture, groups = [], {}, {}
     for group, label, h, bound in _cases():
         groups.setdefault(group, []).append((label, h, bound))
@@ -157,7 +177,7 @@ def run(jailed, code):
         for label, h, bound in cases:
             total += 1
             with learner_phase(f"calling {code.function} on case {label!r}"):
-                why, case = _compare(jailed, code, label, h, bound)
+                why, case = _compare(learner, code, label, h, bound)
             if why:
                 failure = (label, why, case)
                 break
@@ -169,19 +189,19 @@ def run(jailed, code):
         else:
             checks.append(Check(group, True, f"{len(cases)} case{'s' * (len(cases) != 1)} equal"))
     if all(c.passed for c in checks):
-        checks.append(_generation_check(jailed, code))
-    return verdict(EXERCISE, checks, figures={"cases": total, "calls to your function": jailed.calls},
+        checks.append(_generation_check(learner, code))
+    return verdict(EXERCISE, checks, figures={"cases": total, "calls to your function": learner.calls},
                    picture=picture)
 
 
-def _generation_check(jailed, code) -> Check:
+def _generation_check(learner, code) -> Check:
     """The shipped model generates with the learner's rule inside the real sampler: same text as the library.
     The sampler's calls go over the pipe to the jail; the masks come back as data."""
     want = list(_reference_texts())
     original = primitives.entropy_bound_accept
 
     def rule(h, b):
-        why, mask = _mask(_ask(jailed, code, h, float(b), f"{code.function} inside the sampler"), h)
+        why, mask = _mask(_ask(learner, code, h, float(b), f"{code.function} inside the sampler"), h)
         if why:
             raise LearnerError("bad-value", f"{code.function} inside the sampler {why}")
         return mask
@@ -190,7 +210,7 @@ def _generation_check(jailed, code) -> Check:
         with learner_phase(f"generating with your {code.function} in the sampler", seconds=30):
             got = _generate()
     except RankFailure as exc:                     # the engine reports a rank's exception; surface the learner's
-        if isinstance(exc.cause, (LearnerError, learner.LearnerLimit)):
+        if isinstance(exc.cause, (LearnerError, LearnerLimit)):
             raise exc.cause from None
         raise
     finally:
@@ -199,3 +219,6 @@ def _generation_check(jailed, code) -> Check:
         return Check("whole generation", True, f"3 prompts spelled as with the library's rule: {got[0]!r}, ...")
     i = next(k for k in range(len(want)) if got[k] != want[k])
     return Check("whole generation", False, f"prompt {['451', '907', '118'][i]!r}: {got[i]!r}, expected {want[i]!r}")
+
+
+ACCEPT = Exercise(catalog.ACCEPT, preload=("torch",), reference=reference, answer=answer, grade=grade)

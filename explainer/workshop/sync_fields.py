@@ -1,4 +1,4 @@
-"""Checker ``sync-fields``: the learner's ``fields_to_sync() -> set[str]`` runs the real PP=2 engine.
+"""Exercise ``sync-fields``: the learner's ``fields_to_sync() -> set[str]`` runs the real PP=2 engine.
 
 The pre-#45828 model at PP=2 in ``state-sync`` mode syncs exactly the chosen fields
 (``EngineConfig.sync_fields``) each step, on held-out prompts with their own seeds, batched as one engine
@@ -6,20 +6,25 @@ would serve them, next to PP=1 on the same prompts and seeds. Pass when no rank 
 whose value differs from the owner's (the last rank, where the sampler writes it: ``Trace.divergences``)
 and every prompt's tokens equal PP=1's. Reported too: the synced bytes per request per step and whether
 the set is minimal (each chosen field removed in turn: does the check still pass?). The learner's function
-is called once, in its jail (``session.Learner``); its set comes back as a list of strings.
+is called once, in its jail (``answer``); its set comes back as a list of strings. The PP=1 tokens of the
+held-out prompts are the reference, run once per grading session (``reference``).
 """
 
 from __future__ import annotations
+
+import functools
 
 from explainer.model import task
 from explainer.engine.llm_engine import LLMEngine
 from explainer.model.registry import PRE_FIX_MODEL
 from explainer.trace import Trace
-from explainer.vocab import REQUEST_STATE_FIELDS
+from explainer.vocab import REQUEST_STATE_FIELDS, STATE_SYNC_FIELDS
+from explainer.workshop import catalog
+from explainer.workshop.exercise import Exercise
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
-EXERCISE = "sync-fields"
+EXERCISE = catalog.SYNC_FIELDS.id
 SEED = 1000                                             # request i uses SEED + i (not the notebooks' seed 0)
 
 
@@ -54,7 +59,19 @@ def run_with_fields(fields, texts: list[str], reference: list[list[int]]) -> dic
 
 def still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
     """The minimality probe: step the PP=2 engine and stop at the first stale read (most removals are
-    caught within a few steps; a stale ``draft_tokens`` would otherwise run every canvas to 48 steps)."""
+    caught within a few steps; a stale ``draft_tokens`` would otherwise run every canvas to 48 steps).
+    A pure function of the fields on the held-out prompts: kept per set (``_probe``)."""
+    if texts == prompts() and reference == [list(i) for i in _reference_ids()]:
+        return _probe(tuple(sorted(fields)))
+    return _still_passes(fields, texts, reference)
+
+
+@functools.lru_cache(maxsize=64)
+def _probe(fields: tuple[str, ...]) -> bool:
+    return _still_passes(fields, prompts(), [list(i) for i in _reference_ids()])
+
+
+def _still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
     trace = Trace()
     engine = LLMEngine.from_engine_args(trace, model=PRE_FIX_MODEL, pipeline_parallel_size=2, pp_mode="state-sync",
                                         sync_fields=tuple(fields))
@@ -68,10 +85,10 @@ def still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
     return [done[i] for i in ids] == reference
 
 
-def _fields(jailed, code) -> list[str]:
+def _fields(learner, code) -> list[str]:
     """The learner's set, asked in the jail and validated here as plain data."""
     with learner_phase(f"calling {code.function}()"):
-        got = jailed.call(EXERCISE, {}, f"{code.function}()")
+        got = learner.call(EXERCISE, {}, f"{code.function}()")
     valid = REQUEST_STATE_FIELDS
     scalar, items = got.get("scalar"), got.get("items")
     if isinstance(scalar, dict) or not isinstance(items, list):
@@ -87,10 +104,38 @@ def _fields(jailed, code) -> list[str]:
     return sorted(set(items))
 
 
-def run(jailed, code):
-    fields = _fields(jailed, code)
+@functools.lru_cache(maxsize=1)
+def _reference_ids() -> tuple[tuple[int, ...], ...]:
+    ids, _ = _engine_run((), 1, prompts())
+    return tuple(tuple(i) for i in ids)
+
+
+def reference() -> None:
+    """PP=1's tokens for the held-out prompts, and the minimality probes of the fields vLLM syncs (#52015's
+    three), each without one of them (once per grading session; a learner's other sets are probed live)."""
+    _reference_ids()
+    for f in STATE_SYNC_FIELDS:
+        _probe(tuple(sorted(x for x in STATE_SYNC_FIELDS if x != f)))
+
+
+def answer(fn, args: dict) -> dict:
+    """Inside the jail: the learner's set, as a list of names (or what it returned instead of an iterable)."""
+    got = fn()
+    if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
+        return {"scalar": {"repr": repr(got)[:200], "type": type(got).__name__}}
+    items = []
+    for x in got:
+        if len(items) >= 1000:
+            break
+        items.append(x if isinstance(x, str) and len(x) <= 200 else {"repr": repr(x)[:200]})
+    return {"items": items}
+
+
+def grade(learner, code):
+    """The verdict: no stale read, PP=1's tokens, and (reported) whether the set is minimal."""
+    fields = _fields(learner, code)
     texts = prompts()
-    ref_ids, ref_trace = _engine_run((), 1, texts)
+    ref_ids = [list(i) for i in _reference_ids()]
     res = run_with_fields(fields, texts, ref_ids)
     checks, picture, figures = [], {}, {"fields": fields, "prompts": texts}
     div = res["divergence"]
@@ -144,3 +189,6 @@ def _run_one(fields, pp, prompt, seed, trace):
     engine = LLMEngine.from_engine_args(trace, model=PRE_FIX_MODEL, **kw)
     out = engine.generate([task.encode(prompt)], max_tokens=task.MAX_CANVASES * task.CANVAS_LENGTH, seeds=[seed])[0]
     return out.output_token_ids, trace
+
+
+SYNC_FIELDS = Exercise(catalog.SYNC_FIELDS, preload=(), reference=reference, answer=answer, grade=grade)

@@ -1,11 +1,12 @@
-"""The check's handle on the learner's jailed process (``jailed.py`` in ``jail.py``'s jail): start it, load
+"""The check's side of the conversation with the learner's process (``learner_process.py``, in the jail): load
 the learner's module, ask its function with plain data, end it.
 
-The check process computes the verdict and never runs the learner's code; it only reads JSON lines from
-the jail (each at most ``MAX_REPLY`` bytes, read with a deadline) and keeps the last ``OUTPUT_TAIL`` bytes
-of what the learner printed. Every way the learner's process can stop is named: a time limit (the
-call's budget, enforced here), the memory or process limit (``MemoryError``, a refused fork), the CPU time
-or file size limit (SIGXCPU, SIGXFSZ), or another signal or exit.
+The check process computes the verdict and never runs the learner's code; it only reads JSON lines from the
+learner's process (each at most ``MAX_REPLY`` bytes, read with a deadline) and keeps the last ``OUTPUT_TAIL``
+bytes of what the learner printed. Every way the learner's process can stop is named: a time limit (the call's
+budget, enforced here: the keeper then kills the process), the memory or process limit (``MemoryError``, a
+refused fork), the CPU time or file size limit (SIGXCPU, SIGXFSZ), or another signal or exit (the keeper
+reports the wait status).
 """
 
 from __future__ import annotations
@@ -14,50 +15,39 @@ import json
 import os
 import select
 import signal
-import subprocess
 import threading
 import time
 
-from explainer.distributed.procs import die_with_parent
-from explainer.workshop import jail
+from explainer.workshop.jail.limits import LIMITS
+from explainer.workshop.jail.warm import Spawned
 from explainer.workshop.learner import LearnerCode, LearnerLimit, budget
 from explainer.workshop.report import LearnerError
 
 MAX_REPLY = 4 << 20              # bytes of one answer line
 OUTPUT_TAIL = 64 << 10           # bytes of the learner's output kept (the tail)
-STARTUP = 60.0                   # seconds for the jailed Python to start and import torch (a loaded machine)
-SIGNAL_MEANING = {signal.SIGXCPU: f"the CPU time limit ({jail.LIMITS.cpu_seconds} s)",
-                  signal.SIGXFSZ: f"the file size limit ({jail.LIMITS.file_size >> 20} MB)",
+STARTUP = 30.0                   # seconds for the learner's process to answer its first request
+SIGNAL_MEANING = {signal.SIGXCPU: f"the CPU time limit ({LIMITS.cpu_seconds} s)",
+                  signal.SIGXFSZ: f"the file size limit ({LIMITS.file_size >> 20} MB)",
                   signal.SIGKILL: "SIGKILL (out of memory?)"}
 
 
-class Learner:
-    """One jailed learner process for one check (one jail per check, not per call)."""
+class LearnerProcess:
+    """One learner's process for one check (made by the warm jail; one per check, not per call)."""
 
-    def __init__(self, code: LearnerCode, preload: tuple[str, ...] = ()):
-        self.code, self.calls = code, 0
-        self.isolated, self.why = jail.available()
-        uid = jail.jail_uid(os.getpid())
-        argv = jail.python_argv(uid if jail.is_root() and self.isolated else None)   # see _fallback_cwd
-        limits = jail.limits(uid)
-
-        def preexec():
-            limits()
-            if not self.isolated:
-                die_with_parent()                     # bwrap has --die-with-parent; the plain process needs it
-        self.proc = subprocess.Popen(jail.command(argv) if self.isolated else argv, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
-                                     start_new_session=True, cwd="/" if self.isolated else _fallback_cwd(uid))
-        self._tail, self.printed = bytearray(), 0
+    def __init__(self, spawned: Spawned, code: LearnerCode, preload: tuple[str, ...] = ()):
+        self.fds, self.code, self.calls, self.isolated = spawned, code, 0, spawned.isolated
+        self._tail, self.printed, self._buf, self.status = bytearray(), 0, b"", None
         self._reader = threading.Thread(target=self._read_output, daemon=True)
         self._reader.start()
-        self._buf = b""
-        self._send({"op": "ready", "preload": list(preload)}, "starting the jailed Python")
+        self._send({"op": "ready", "preload": list(preload)}, "starting the learner's process")
         self._ready = False                       # its answer is awaited in load(): the check works meanwhile
 
     def _read_output(self) -> None:
         while True:
-            chunk = self.proc.stderr.read1(1 << 16)
+            try:
+                chunk = os.read(self.fds.output, 1 << 16)
+            except OSError:
+                return
             if not chunk:
                 return
             self.printed += len(chunk)
@@ -73,7 +63,7 @@ class Learner:
 
     def load(self) -> None:
         if not self._ready:
-            self._answer(self._line(STARTUP, "starting the jailed Python"), "starting the jailed Python", "")
+            self._answer(self._line(STARTUP, "starting the learner's process"), "starting the learner's process", "")
             self._ready = True
         c = self.code
         self._ask({"op": "load", "source": c.source, "filename": c.filename, "function": c.function}, budget(),
@@ -89,10 +79,11 @@ class Learner:
         return value
 
     def _send(self, req: dict, what: str) -> None:
+        data = json.dumps(req).encode() + b"\n"
         try:
-            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            while data:
+                data = data[os.write(self.fds.requests, data):]
+        except OSError:
             raise LearnerLimit(f"{what}: {self._ended()}") from None
 
     def _ask(self, req: dict, seconds: float, what: str, prefix: str = "") -> dict:
@@ -107,15 +98,15 @@ class Learner:
             raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
         message, kind = str(err.get("message", ""))[:500], err.get("kind")
         if kind == "memory":
-            raise LearnerLimit(f"{what} hit the memory limit ({jail.LIMITS.describe()['memory']}): {message}")
+            raise LearnerLimit(f"{what} hit the memory limit ({LIMITS.describe()['memory']}): {message}")
         if kind == "processes":
-            raise LearnerLimit(f"{what} hit the process limit ({jail.LIMITS.processes} processes): {message}")
+            raise LearnerLimit(f"{what} hit the process limit ({LIMITS.processes} processes): {message}")
         if kind == "missing-function":
             raise LearnerError("missing-function", f"{self.code.origin}: {message}")
         raise LearnerError("exception", f"{prefix or what} raised {message}")
 
     def _line(self, seconds: float, what: str) -> dict:
-        fd, deadline = self.proc.stdout.fileno(), time.monotonic() + seconds
+        fd, deadline = self.fds.replies, time.monotonic() + seconds
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -141,14 +132,25 @@ class Learner:
             raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
         return reply
 
+    def _wait_status(self, timeout: float) -> int | None:
+        """The learner's process's wait status, from its keeper (None if it does not say in time)."""
+        if self.status is None and select.select([self.fds.keeper], [], [], timeout)[0]:
+            try:
+                self.status = json.loads(os.read(self.fds.keeper, 4096).split(b"\n")[0])["status"]
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        return self.status
+
     def _ended(self) -> str:
-        """How the learner's process ended (it closed its answer pipe)."""
-        try:
-            rc = self.proc.wait(3.0)
-        except subprocess.TimeoutExpired:
+        """How the learner's process ended (it closed its replies pipe)."""
+        status = self._wait_status(3.0)
+        if status is None:
             self.kill()
             return "the learner's process stopped answering"
-        sig = -rc if rc < 0 else rc - 128 if 128 < rc < 160 else 0
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        rc = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
+        if not sig and 128 < rc < 160:
+            sig = rc - 128
         if sig:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             return f"the learner's process was killed by {SIGNAL_MEANING.get(sig, f'signal {sig} ({name})')}"
@@ -156,49 +158,24 @@ class Learner:
         return f"the learner's process exited (code {rc}) instead of answering" + (f" ({last})" if last else "")
 
     def kill(self) -> None:
-        """End the jail: its pid namespace takes every process the learner started with it."""
-        if self.proc.poll() is None:
-            for target in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), self.proc.kill):
-                try:
-                    target()
-                except OSError:
-                    pass
+        """End the learner's process: its keeper kills it, and its pid namespace takes everything it started."""
         try:
-            self.proc.wait(5.0)
-        except subprocess.TimeoutExpired:
+            os.write(self.fds.keeper, b"end\n")
+        except OSError:
             pass
+        self._wait_status(5.0)
 
     def close(self) -> None:
         try:
-            if self.proc.poll() is None:
-                self.proc.stdin.write(b'{"op": "exit"}\n')
-                self.proc.stdin.flush()
-                self.proc.wait(1.0)
-        except (OSError, subprocess.TimeoutExpired):
+            os.write(self.fds.requests, b'{"op": "exit"}\n')
+        except OSError:
             pass
         self.kill()
-        if not self.isolated:                             # no pid namespace: end the session's group
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        self._reader.join(2.0)
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass
+        self._reader.join(2.0)                             # the output's end: the learner's processes are gone
+        self.fds.close()
 
-    def __enter__(self) -> "Learner":
+    def __enter__(self) -> "LearnerProcess":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _fallback_cwd(uid: int) -> str:
-    """Not isolated: the learner's process starts in an empty folder of its own inside the check's work
-    folder (removed with it), as the caller's user (the package may sit where no other uid can read it)."""
-    path = os.path.abspath("learner")
-    os.makedirs(path, exist_ok=True)
-    return path

@@ -1,0 +1,131 @@
+"""The grader's side of the warm jail: start it once per grading session, then one fresh learner's process per check.
+
+``WarmJail()`` starts the jail (``view.command``: bubblewrap) around the warm process (``zygote.py``), which
+imports torch and the exercises while the grader does its own imports, and a background scan for special files
+in the visible folders. ``spawn()`` asks the warm process for a learner's process and returns its ``Spawned``
+handle: the pipes the check talks over and the keeper socket (write on it or close it and the learner's process
+and everything it started are killed; it answers how the process ended). ``close()`` ends the jail; a grader that
+dies takes it along (bubblewrap's ``--die-with-parent``).
+
+Where no jail can be made (``view.available()``), the warm process runs as a plain process and each learner's
+process only gets the limits and a session of its own (announced by ``view.notice()``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+from explainer.workshop.jail import limits, view
+
+STARTUP = 90.0                   # seconds for the warm process to import torch and the exercises (a loaded machine)
+
+
+class JailError(RuntimeError):
+    """The warm jail did not start or stopped answering."""
+
+
+@dataclass
+class Spawned:
+    """One learner's process, as the check holds it: file descriptors only."""
+    requests: int                # the check writes requests here
+    replies: int                 # and reads the answers here
+    output: int                  # what the learner printed (its fd 1 and 2)
+    keeper: int                  # socket to the learner's keeper: write or close = kill; answers the wait status
+    isolated: bool
+
+    def close(self) -> None:
+        for fd in (self.requests, self.replies, self.output, self.keeper):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class WarmJail:
+    def __init__(self):
+        self.isolated, self.why = view.available()
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = view.python_argv("explainer.workshop.jail.zygote") + [str(theirs.fileno())]
+        self.scratch = tempfile.mkdtemp(prefix="explainer-learner-") if not self.isolated else None
+        self.proc = subprocess.Popen(view.command(argv, warm=True) if self.isolated else argv, pass_fds=[theirs.fileno()],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=view.clean_env() if self.isolated else _plain_env(), cwd="/")
+        theirs.close()
+        self.scan = view.special_files_scan() if self.isolated else None
+        self.covers: list[str] | None = None
+        self.ready = False
+
+    def _answer(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                raise JailError(f"the jail's warm process did not answer within {timeout:g} s"
+                                if left <= 0 else f"the jail's warm process ended (exit {self.proc.returncode})")
+            if select.select([self.control], [], [], min(left, 0.5))[0]:
+                msg = self.control.recv(1 << 16)
+                if not msg:
+                    raise JailError("the jail's warm process closed its control socket")
+                return json.loads(msg)
+
+    def wait_ready(self) -> None:
+        if not self.ready:
+            self._answer(STARTUP)
+            self.ready = True
+            self.covers = view.special_files(self.scan)
+
+    def spawn(self) -> Spawned:
+        """A fresh learner's process: its own namespaces, uid, scratch folder, limits."""
+        self.wait_ready()
+        uid = limits.check_uid()
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        ours, keepers = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs = [req_r, rep_w, out_w, keepers.fileno()]
+        covers = sorted(set(self.covers or []) | set(view.special_in_package() if self.isolated else []))
+        request = {"op": "spawn", "uid": uid, "nproc": limits.process_limit(uid), "covers": covers,
+                   "isolated": self.isolated, "scratch": self.scratch}
+        try:
+            socket.send_fds(self.control, [json.dumps(request).encode()], theirs)
+            answer = self._answer(30.0)
+        finally:
+            for fd in theirs[:3]:
+                os.close(fd)
+            keepers.close()
+        if "pid" not in answer:
+            raise JailError(f"the jail's warm process refused: {answer.get('error')}")
+        return Spawned(req_w, rep_r, out_r, ours.detach(), self.isolated)
+
+    def close(self) -> None:
+        try:
+            self.control.close()                          # the warm process exits at once
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.scan is not None and self.scan.poll() is None:
+            self.scan.kill()
+            self.scan.wait()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> "WarmJail":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _plain_env() -> dict:
+    """The not-isolated warm process: the caller's environment without the room's settings."""
+    env = {k: v for k, v in os.environ.items() if k not in ("EXPLAINER_ROOM", "EXPLAINER_SEAT")}
+    return {**env, "OMP_NUM_THREADS": "1"}
