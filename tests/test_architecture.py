@@ -78,6 +78,8 @@ FUNCTION_LEVEL = {
                                                                "panel's pictures need it in a notebook only",
     ("explainer.commands.workshop", "explainer.workshop.grader"): "`workshop list` and bad input stay light; torch, "
                                                                   "the exercises and the jail load only to grade",
+    ("explainer.workshop.jail.learner_process", "explainer.workshop.exercises"): "the jail's warm process answers its "
+                                                                                 "probe before it loads torch",
     ("explainer.workshop.grader_process", "explainer.workshop.grader"): "the notebook kernel's side stays light (no "
                                                                         "torch); its grader process loads them",
 }

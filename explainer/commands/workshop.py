@@ -22,7 +22,6 @@ from pathlib import Path
 from explainer.errors import UsageError
 from explainer.workshop import grading, learner, to_room
 from explainer.workshop.catalog import EXERCISES, get
-from explainer.workshop.jail import view
 from explainer.workshop.jail.warm import WarmJail
 from explainer.workshop.report import Report
 from explainer.workshop.shown import inert
@@ -69,13 +68,13 @@ def run(args) -> int:
         return _folder(ex.id, path, args.json, args.csv)
     if args.csv:
         raise UsageError("--csv writes a folder's gradebook; give a folder (DIR) to grade")
-    _notice()
     try:
         code = learner.from_file(path, ex.function, ex.id)
     except learner.LearnerError as exc:
         report = Report.error(ex.id, exc.kind, str(exc), source=str(path), function=ex.function)
     else:
         with _grader(ex.id) as grader:
+            _notice(grader)
             report = grader.check(ex.id, code)
     if args.json:
         print(json.dumps(report.to_json(), indent=2), flush=True)
@@ -87,8 +86,8 @@ def run(args) -> int:
     return report.exit_code
 
 
-def _notice() -> None:
-    line = view.notice()
+def _notice(grader) -> None:
+    line = grader.jail.notice()                 # this session's own: the jail, or why not
     if line:
         print(line, file=sys.stderr, flush=True)
 
@@ -105,10 +104,10 @@ def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None)
     print(f"grading {graded} file(s) for {exercise_id} ..." + (f" ({len(plan) - graded} other entries skipped)"
                                                                if len(plan) > graded else ""),
           file=sys.stderr, flush=True)
-    _notice()
     interrupted = False
     try:
         with _grader(exercise_id) as grader:
+            _notice(grader)
             rows = grading.grade(grader.check_file, exercise_id, plan, on_row=_row)
     except grading.Interrupted as exc:
         rows, interrupted = exc.rows, True

@@ -26,7 +26,9 @@ PREFIX = "explainer-workshop-"
 
 
 def members(pgid: int) -> set[int]:
-    """Live processes of process group ``pgid`` (from /proc)."""
+    """Live processes of process group ``pgid`` (from /proc; where there is none, the leader if alive)."""
+    if not os.path.isdir("/proc"):
+        return {pgid} if pid_alive(pgid) else set()
     pids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

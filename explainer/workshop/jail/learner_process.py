@@ -3,7 +3,7 @@
 ``serve(requests, replies)`` reads one JSON request per line and answers one line each on the replies pipe;
 the learner's own prints (fd 1 and 2) go to the output pipe, of which the check keeps a tail. Requests:
 
-* ``{"op": "ready", "preload": [...]}`` -> ``{"ok": true}`` (the exercise's imports, already warm here);
+* ``{"op": "ready", "preload": [...]}`` -> ``{"ok": true}`` (the exercise's imports: ``warm`` made them);
 * ``{"op": "load", "source", "filename", "function"}`` -> ``{"ok": true}`` or ``{"error": {...}}``;
 * ``{"op": "call", "kind": EXERCISE, "args": {...}}`` -> ``{"value": {...}}`` (the exercise's ``answer``) or
   ``{"error": {...}}``;
@@ -24,8 +24,19 @@ import os
 import sys
 import types
 
-from explainer.workshop.exercises import EXERCISES
 from explainer.workshop.learner import describe
+
+EXERCISES: dict = {}             # id -> Exercise, filled once by warm()
+
+
+def warm() -> None:
+    """The heavy imports, once, in the warm process (after its probe): torch and every exercise (their
+    ``answer`` runs here), and whatever each lists to load before a learner's code (``Exercise.preload``)."""
+    from explainer.workshop.exercises import EXERCISES as ALL
+    EXERCISES.update(ALL)
+    for ex in ALL.values():
+        for name in ex.preload:
+            importlib.import_module(name)
 
 
 def _error(exc: BaseException, filename: str) -> dict:
@@ -55,10 +66,8 @@ def handle(req: dict, state: dict) -> dict:
     try:
         if req.get("op") == "load":
             return _load(req, state)
-        if req.get("op") == "ready":                      # the exercise's imports, before the learner's
-            for name in req.get("preload", ()):
-                importlib.import_module(name)
-            return {"ok": True}
+        if req.get("op") == "ready":                      # the exercise's imports: warm() made them
+            return {"ok": True, "preloaded": all(name in sys.modules for name in req.get("preload", ()))}
         if req.get("op") == "call":
             return {"value": EXERCISES[req["kind"]].answer(state["fn"], req.get("args") or {})}
         return {"ok": True}

@@ -23,7 +23,8 @@ a FIFO or socket left in a visible folder would carry data out, so each learner'
 ``/dev/null`` (``zygote.py``); it also refuses to open Unix sockets at all (``namespaces.forbid_unix_sockets``).
 
 Where bubblewrap is missing or namespaces are refused (macOS, Windows, a container without user namespaces)
-``available()`` says why, and checks run under the limits alone, announced as not isolated (``notice()``).
+``available()`` says why (it runs ``enter.py``'s probe: the whole way into a learner's corner, once), and checks
+run under the limits alone, announced as not isolated (``notice()``).
 """
 
 from __future__ import annotations
@@ -146,22 +147,30 @@ def python_argv(module: str) -> list[str]:
     return [sys.executable, *flags, "-m", module]
 
 
-@functools.lru_cache(maxsize=1)
-def available() -> tuple[bool, str]:
-    """(True, "") when a jail can be made here, else (False, why). ``EXPLAINER_WORKSHOP_JAIL=off`` turns it off."""
+def possible() -> tuple[bool, str]:
+    """What can be told without running anything: (False, why) when no jail can be made here."""
     if os.environ.get("EXPLAINER_WORKSHOP_JAIL", "").lower() in ("off", "0", "no"):
         return False, "EXPLAINER_WORKSHOP_JAIL=off"
     if not sys.platform.startswith("linux"):
         return False, f"no Linux namespaces on {sys.platform}"
     if shutil.which("bwrap") is None:
         return False, "bubblewrap (bwrap) is not installed: sudo apt-get install bubblewrap"
+    return True, ""
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> tuple[bool, str]:
+    """(True, "") when a jail can be made here, else (False, why). ``EXPLAINER_WORKSHOP_JAIL=off`` turns it off."""
+    ok, why = possible()
+    if not ok:
+        return ok, why
     try:
-        proc = subprocess.run(command(["/bin/true"], warm=True), capture_output=True, text=True, timeout=20,
-                              env=clean_env())
+        proc = subprocess.run(command(python_argv("explainer.workshop.jail.enter"), warm=True), capture_output=True,
+                              text=True, timeout=30, env=clean_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"bwrap could not start: {exc}"
-    if proc.returncode != 0:
-        return False, f"bwrap cannot make namespaces here: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+    if proc.returncode != 0:                          # bwrap's own error, or the probe's (the way in refused)
+        return False, f"cannot make the jail's namespaces here: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
     return True, ""
 
 
@@ -170,8 +179,8 @@ def clean_env() -> dict:
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
-def notice() -> str:
-    """The one line shown when checks are not isolated ('' when they are)."""
-    ok, why = available()
+def notice(state: tuple[bool, str] | None = None) -> str:
+    """The one line shown when checks are not isolated ('' when they are); ``state``: a session's own."""
+    ok, why = state or available()
     return "" if ok else (f"note: the learner's code runs under rlimits only, not isolated ({why}); "
                           f"a submission could affect this machine or other checks")

@@ -19,6 +19,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from explainer.workshop.jail import limits, view
 
 STARTUP = 90.0                   # seconds for the warm process to import torch and the exercises (a loaded machine)
+# one message per send, with its file descriptors; macOS has no SOCK_SEQPACKET for Unix sockets
+CONTROL = socket.SOCK_SEQPACKET if sys.platform.startswith("linux") else socket.SOCK_DGRAM
 
 
 class JailError(RuntimeError):
@@ -51,17 +54,24 @@ class Spawned:
 
 class WarmJail:
     def __init__(self):
-        self.isolated, self.why = view.available()
-        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = view.python_argv("explainer.workshop.jail.zygote") + [str(theirs.fileno())]
-        self.scratch = tempfile.mkdtemp(prefix="explainer-learner-") if not self.isolated else None
-        self.proc = subprocess.Popen(view.command(argv, warm=True) if self.isolated else argv, pass_fds=[theirs.fileno()],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env=view.clean_env() if self.isolated else _plain_env(), cwd="/")
-        theirs.close()
+        self.isolated, self.why = view.possible()
+        self.scratch = tempfile.mkdtemp(prefix="explainer-learner-")       # the not-isolated learner's folder
         self.scan = view.special_files_scan() if self.isolated else None
         self.covers: list[str] | None = None
         self.ready = False
+        self._start()
+
+    def _start(self) -> None:
+        """bubblewrap around the warm process (or the plain process); its first answer says whether the way into
+        a learner's corner works here (``enter.probe``), before its imports."""
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, CONTROL)
+        argv = view.python_argv("explainer.workshop.jail.zygote") + [str(theirs.fileno()),
+                                                                     "isolated" if self.isolated else "plain"]
+        self.proc = subprocess.Popen(view.command(argv, warm=True) if self.isolated else argv,
+                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env=view.clean_env() if self.isolated else _plain_env(),
+                                     cwd="/")
+        theirs.close()
 
     def _answer(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
@@ -77,10 +87,34 @@ class WarmJail:
                 return json.loads(msg)
 
     def wait_ready(self) -> None:
-        if not self.ready:
-            self._answer(STARTUP)
-            self.ready = True
-            self.covers = view.special_files(self.scan)
+        """The warm process's probe, then its imports; a failed probe: the same without the jail, said once."""
+        if self.ready:
+            return
+        try:
+            probe = self._answer(60.0)
+        except JailError as exc:
+            probe = {"probe": False, "why": self._stderr() or str(exc)}
+        if not probe.get("probe") and self.isolated:
+            self.isolated, self.why = False, f"cannot make the jail's namespaces here: {probe.get('why')}"
+            self.close(keep_scratch=True)
+            self._start()
+            self._answer(60.0)
+        self._answer(STARTUP)
+        self.ready = True
+        self.covers = view.special_files(self.scan) if self.isolated else []
+
+    def _stderr(self) -> str:
+        """The last line the failed jail printed (bubblewrap's own error)."""
+        try:
+            self.proc.wait(2)
+            return (self.proc.stderr.read(4096).decode(errors="replace").strip().splitlines() or [""])[-1]
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return ""
+
+    def notice(self) -> str:
+        """The one line to show when this session's checks are not isolated ('' when they are)."""
+        self.wait_ready()
+        return view.notice((self.isolated, self.why))
 
     def spawn(self) -> Spawned:
         """A fresh learner's process: its own namespaces, uid, scratch folder, limits."""
@@ -105,18 +139,21 @@ class WarmJail:
             raise JailError(f"the jail's warm process refused: {answer.get('error')}")
         return Spawned(req_w, rep_r, out_r, ours.detach(), self.isolated)
 
-    def close(self) -> None:
+    def close(self, keep_scratch: bool = False) -> None:
         try:
             self.control.close()                          # the warm process exits at once
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        if keep_scratch:
+            return
         if self.scan is not None and self.scan.poll() is None:
             self.scan.kill()
             self.scan.wait()
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "WarmJail":
         return self
