@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -192,3 +193,30 @@ def test_one_learner_leaves_nothing_for_the_next(tmp_path):
     assert "LEFT" in left.output, left.output
     found = _reported(check_file("accept", b), "FOUND")
     assert found == {"keyring": False, "sysv": False, "files": []}
+
+
+def _left_behind(before: set[str]) -> set[str]:
+    """Folders of ours made since ``before`` whose owner (the pid in the name) has gone."""
+    left = set()
+    for p in Path(tempfile.gettempdir()).glob("explainer-workshop-*"):
+        owner = p.name.split("-")[2]
+        if p.name not in before and (not owner.isdigit() or not os.path.exists(f"/proc/{owner}")):
+            left.add(p.name)
+    return left
+
+
+@pytest.mark.parametrize("jail", ["on", "off"])
+def test_a_grading_session_leaves_no_folder_behind(tmp_path, jail):
+    """A command line and a notebook kernel's grader process, jailed and not: their folders go with them."""
+    before = {p.name for p in Path(tempfile.gettempdir()).glob("explainer-workshop-*")}
+    src = tmp_path / "a.py"
+    src.write_text(ANSWER)
+    env = {**os.environ, "EXPLAINER_WORKSHOP_JAIL": jail, "EXPLAINER_WORKSHOP_BUDGET": "5"}
+    cli = subprocess.run([sys.executable, "-m", "explainer", "workshop", "check", "accept", str(src)], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    kernel = subprocess.run([sys.executable, "-c", "import sys\nfrom explainer.workshop import check_file\n"
+                             "print(check_file('accept', sys.argv[1]).status)", str(src)], env=env,
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert cli.returncode == 1 and kernel.stdout.split() == ["fail"], cli.stderr + kernel.stderr
+    time.sleep(1.0)                                     # the kernel's grader process ends after it
+    assert _left_behind(before) == set()

@@ -12,6 +12,7 @@ command line: ``python -m explainer workshop list|check``. This module loads nei
 
 from __future__ import annotations
 
+import atexit
 import os
 
 from explainer.workshop import learner, to_room
@@ -22,6 +23,7 @@ from explainer.workshop.report import Check, LearnerError, Report
 
 __all__ = ["check", "check_file", "start", "EXERCISES", "About", "Report", "Check"]
 GRADER = GraderProcess()                         # this kernel's grader process
+atexit.register(GRADER.close)                    # at the kernel's exit it ends cleanly (its folders removed)
 
 
 def start() -> None:

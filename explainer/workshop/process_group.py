@@ -3,9 +3,10 @@
 The trusted check process runs in a session of its own, so it and everything it starts (the gate's rank
 processes) share one process group: ``end(pgid, seen)`` SIGTERMs it, then SIGKILLs what is left, and remembers
 every pid it saw, so shared-memory segments a killed rank created (named with its pid) can be unlinked too
-(``unlink_segments``). A grading session's work folders are named after its pid (``explainer-workshop-PID-*``)
-and record the check process (``check.json``): ``sweep()`` removes the folders of sessions that are gone and ends
-their check's group if it still runs (matched by pid and start time).
+(``unlink_segments``). A grading session's folders (each check's work folder, recording its check process in
+``check.json``, and a not-isolated learner's folder) are named after its pid (``explainer-workshop-PID-*``):
+``sweep()`` removes the folders of sessions that are gone and ends their check's group if it still runs
+(matched by pid and start time).
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from pathlib import Path
 
 from explainer.distributed.device_communicators.shm_segments import SHM_DIR, sweep_segments_of
 from explainer.distributed.procs import pid_alive
-
-PREFIX = "explainer-workshop-"
+from explainer.workshop.jail.warm import WORK_PREFIX as PREFIX
 
 
 def members(pgid: int) -> set[int]:

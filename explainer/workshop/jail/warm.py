@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from explainer.workshop.jail import limits, view
 
 STARTUP = 90.0                   # seconds for the warm process to import torch and the exercises (a loaded machine)
+WORK_PREFIX = "explainer-workshop-"     # + the grading process's pid: its folders (a later session sweeps them)
 # one message per send, with its file descriptors; macOS has no SOCK_SEQPACKET for Unix sockets
 CONTROL = socket.SOCK_SEQPACKET if sys.platform.startswith("linux") else socket.SOCK_DGRAM
 
@@ -55,7 +56,7 @@ class Spawned:
 class WarmJail:
     def __init__(self):
         self.isolated, self.why = view.possible()
-        self.scratch = tempfile.mkdtemp(prefix="explainer-learner-")       # the not-isolated learner's folder
+        self.scratch: str | None = None                   # the not-isolated learner's folder (made when needed)
         self.scan = view.special_files_scan() if self.isolated else None
         self.covers: list[str] | None = None
         self.ready = False
@@ -99,6 +100,8 @@ class WarmJail:
             self.close(keep_scratch=True)
             self._start()
             self._answer(60.0)
+        if not self.isolated and self.scratch is None:
+            self.scratch = tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-learner-")
         self._answer(STARTUP)
         self.ready = True
         self.covers = view.special_files(self.scan) if self.isolated else []
@@ -153,7 +156,8 @@ class WarmJail:
         if self.scan is not None and self.scan.poll() is None:
             self.scan.kill()
             self.scan.wait()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "WarmJail":
         return self
