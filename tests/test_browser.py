@@ -26,7 +26,7 @@ NB2 = REPO / "notebooks" / "02_pipeline_parallel.ipynb"
 ARTIFACTS = REPO / "test-artifacts"
 JS = Path(sys.prefix) / "share" / "explainer-js"
 FRAME = "div.xp-pp[id^=xp-pp-frame-] >> visible=true"
-from explainer.widgets.pp import FRAME_HEIGHT  # noqa: E402  (the fixed frame box)
+BOX = """k => document.querySelector('#xp-pp-frame-' + k).closest('.xp-frames').getBoundingClientRect().height"""
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +59,16 @@ def _step_to(page, current: int, target: int) -> None:
 
 def _check_jump(page, expected: list[str]) -> None:
     """The "≠ first divergence" button (browser-side jslink, no kernel needed) shows the first divergent frame,
-    under its "frame k of N" caption, in the fixed-height box."""
+    under its "frame k of N" caption, in a box that kept its height (the tallest frame's)."""
     first = next(k for k, d in enumerate(expected) if d)
+    shown = int(page.locator(FRAME).first.get_attribute("id").rsplit("-", 1)[1])
+    before = page.evaluate(BOX, shown)
     page.locator("button.widget-toggle-button:text-is('≠ first divergence')").first.click()
     page.wait_for_selector(f"#xp-pp-frame-{first} >> visible=true", timeout=20_000)
     assert _shown(page) == (f"xp-pp-frame-{first}", expected[first])
     caption = page.locator(f".xp-caption[data-frame='{first}'] >> visible=true").first.inner_text()
     assert caption.startswith(f"frame {first + 1} of {len(expected)} · ") and "≠" in caption
-    box = page.evaluate("""k => document.querySelector('#xp-pp-frame-' + k).closest('.widget-html').parentElement
-        .getBoundingClientRect().height""", first)
-    assert abs(box - FRAME_HEIGHT) < 2                  # the fixed-height box: the page does not jump
+    assert abs(page.evaluate(BOX, first) - before) < 2     # one box height: the page does not jump
 
 
 def _check_walk(page, expected: list[str]) -> None:
@@ -122,3 +122,58 @@ def test_static_html_export_steps_without_a_kernel(expected, tmp_path):
         page.locator(FRAME).first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "notebook2-static-rank-stepper.png"))
     shutil.copy(html, ARTIFACTS / html.name)
+
+
+GLOSSARY = REPO / "notebooks" / "glossary.md"
+NB1 = REPO / "notebooks" / "01_canvas_sampler.ipynb"
+
+
+def test_a_glossary_link_opens_the_word_rendered_in_jupyterlab():
+    """JupyterLab serves notebooks/ (make lab): a notebook's glossary link opens notebooks/glossary.md rendered
+    (Markdown Preview, not a text editor), scrolled to the word; and <dfn> marks survive JupyterLab's sanitizer."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    with jupyter_lab([NB1, GLOSSARY]) as (base, _work), chromium_page() as page:
+        page.goto(f"{base}/lab/tree/{NB1.name}?token={TOKEN}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_selector(".jp-RenderedMarkdown dfn", timeout=30_000)
+        assert page.locator(".jp-RenderedMarkdown dfn").count() >= 5
+        link = page.locator(".jp-RenderedMarkdown a[href*='/files/glossary.md'][href$='#term-stop-check']").first
+        link.click()
+        page.wait_for_selector(".jp-MarkdownViewer [data-jupyter-id='term-stop-check']", state="attached", timeout=30_000)
+        page.wait_for_timeout(1000)
+        assert page.locator(".jp-FileEditor").count() == 0            # not opened as a text file
+        where = page.evaluate("""() => { const a = document.querySelector(".jp-MarkdownViewer [data-jupyter-id='term-stop-check']");
+            const view = a.closest('.jp-MarkdownViewer').getBoundingClientRect(); const r = a.getBoundingClientRect();
+            return [r.top - view.top, view.height]; }""")
+        assert 0 <= where[0] < 0.25 * where[1], f"the word is not at the top of the glossary view: {where}"
+        heading = page.locator(".jp-MarkdownViewer h3:text-is('stop check')")
+        assert heading.is_visible()
+        page.screenshot(path=str(ARTIFACTS / "glossary-link-in-lab.png"))
+
+
+LAB_VENV = Path(os.environ.get("EXPLAINER_LAB_VENV") or REPO / ".venv-lab")
+
+
+@pytest.mark.skipif(not (LAB_VENV / "bin" / "python").exists(), reason="no lab venv (make test builds .venv-lab)")
+def test_steppers_fit_the_screen_in_jupyterlab():
+    """Opened in JupyterLab as `make lab` serves it (its file browser open, nothing run), at 1280 × 800 and
+    700 × 800: after each jump button the controls, the caption and what the frame changed are in the notebook
+    panel (tests/test_stepper_fit.py checks the same on the docs site, and the box height over every frame)."""
+    from test_stepper_fit import jump_problems
+
+    notebooks = [REPO / "notebooks" / f"{n}.ipynb" for n in ("01_canvas_sampler", "02_pipeline_parallel", "05_two_hosts")]
+    shots = ARTIFACTS / "fit"
+    shots.mkdir(parents=True, exist_ok=True)
+    bad = []
+    with jupyter_lab(notebooks, python=str(LAB_VENV / "bin" / "python"), learner_settings=True, timeout=180) as (
+            base, _work), chromium_page() as page:
+        for width in (1280, 700):
+            page.set_viewport_size({"width": width, "height": 800})
+            for nb in notebooks:
+                page.goto(f"{base}/lab/workspaces/fit-{width}-{nb.stem[:2]}/tree/{nb.name}?token={TOKEN}")
+                page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=180_000)
+                page.wait_for_selector(".xp-stepper .widget-play", timeout=60_000)
+                page.wait_for_timeout(1000)
+                for k in range(page.locator(".xp-stepper").count()):
+                    bad += jump_problems(page, k, f"lab {nb.stem} {width}x800", shots)
+    assert not bad, "\n".join(bad)

@@ -331,14 +331,14 @@ def test_notebook_pages_render_their_diagrams_and_step_offline(site, browser):
                                    arg=[stepper.element_handle(), before], timeout=10_000)
             assert _k(stepper) == k_before + 1
         if plays:
-            # ▶ Play advances the first stepper by itself; ■ stops it
+            # ▶ Play advances the first stepper by itself; the same button (⏸ while playing) pauses it
             stepper = steppers.nth(0)
             start = _k(stepper)
             total = int(re.search(r"frame \d+ of (\d+)", _frame(stepper)).group(1))
             stepper.locator(".widget-play button").nth(0).click()          # a short stepper has fewer frames left
             page.wait_for_function("box => +/frame (\\d+) of/.exec(box.lastElementChild.innerText)[1] >= %d"
                                    % min(start + 2, total), arg=stepper.element_handle(), timeout=15_000)
-            stepper.locator(".widget-play button").nth(1).click()
+            stepper.locator(".widget-play button").nth(0).click()
             icons = page.evaluate(PLAY_ICON_FONT)
             assert icons and all(i["loaded"] and i["width"] > 0 for i in icons), f"{path.name}: icons {icons}"
             assert any("fa-play" in i["cls"] for i in icons), icons

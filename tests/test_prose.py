@@ -1,16 +1,50 @@
 """The notebooks' teaching prose reads at a glance: per notebook, the median sentence is at most 16 words,
-at most 10 % of sentences run over 25 words, and none over 40 (tests/prose.py says what is counted)."""
+at most 10 % of sentences run over 25 words, and none over 40; and every glossary word and code name is defined
+(`<dfn>`) or linked where it is first used (tests/prose.py says what is counted)."""
 
 from __future__ import annotations
 
 import pytest
-from prose import GOAL_LONG, GOAL_MAX, NOTEBOOKS, figures, sentences, teaching_text, words
+from prose import GOAL_LONG, GOAL_MAX, NOTEBOOKS, figures, sentences, teaching_text, term_first_uses, words
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_prose_meets_the_goal(path):
     got = figures(path)
     assert got.meets_goal(), f"{got.line()}; longest: {got.longest_text!r}"
+
+
+# Notebooks whose teaching text is still being reworked by other issues (#30's vLLM facts first, then #32 defines
+# their terms): strict, so the mark must go as soon as a notebook passes.
+TERMS_PENDING = {"02_pipeline_parallel.ipynb", "03_cpu_communicator.ipynb", "04_pp_today.ipynb", "05_two_hosts.ipynb",
+                 "exercises.ipynb", "solutions.ipynb"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="terms not yet introduced at first use (#32, after #30's text)")) if p.name in TERMS_PENDING
+    else p for p in NOTEBOOKS], ids=lambda p: p.name)
+def test_every_term_is_defined_or_linked_where_it_is_first_used(path):
+    missing = [use.line() for use in term_first_uses(path) if use.how not in ("linked", "defined")]
+    assert not missing, f"{path.name}: first uses neither defined (<dfn>) nor linked:\n" + "\n".join(missing)
+
+
+def test_the_term_check_finds_an_undefined_name_and_a_broken_glossary_link(tmp_path):
+    import json
+    cells = ["# Title\n\nA [canvas](glossary.md#term-canvas) of `canvas_length` positions.\n"
+             "<dfn>`StepRecorder`</dfn> records.\n\n<details><summary>note</summary>\n\n`hidden_name` here.\n</details>",
+             "The `canvas_length` again, a [word](glossary.md#term-no-such-word), a PP rank and `torch.Generator`.",
+             "## A `heading_name`\n\nThe [stop](glossary.md#term-stop-check) rule; later the stop check."]
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": [c]} for c in cells]}))
+    got = {(u.kind, u.term): (u.cell, u.how) for u in term_first_uses(path)}
+    assert got[("glossary", "canvas")] == (0, "linked")
+    assert got[("code", "canvas_length")] == (0, "")                 # first use, neither defined nor linked
+    assert got[("code", "StepRecorder")] == (0, "defined")
+    assert got[("glossary", "PP rank")] == (1, "")
+    assert got[("glossary", "stop check")] == (2, "linked")           # a link to the word counts as its first use
+    assert got[("glossary link", "no-such-word")][1] == ""
+    assert ("code", "hidden_name") not in got and ("code", "heading_name") not in got   # folds and headings
+    assert ("code", "torch.Generator") not in got                     # a name a PyTorch reader knows
 
 
 def test_the_counter_splits_sentences_and_skips_what_is_not_prose():
@@ -66,7 +100,7 @@ def test_the_accept_rule_has_one_wording_everywhere():
     places = {
         "notebook 1": REPO / "notebooks" / "01_canvas_sampler.ipynb",
         "the exercise": REPO / "notebooks" / "workshop" / "exercises.ipynb",
-        "the glossary": REPO / "docs" / "glossary.md",
+        "the glossary": REPO / "notebooks" / "glossary.md",
     }
     for name, path in places.items():
         assert rule in _flat(path.read_text(encoding="utf-8")), name

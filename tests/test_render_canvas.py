@@ -65,7 +65,7 @@ def known_record(canvas_index=1, cur_step=3, finished=False, stable=False, confi
 
 def cells(html, row_class):
     """(classes, text) of every cell in the grid row with class ``row_class``."""
-    row = re.search(rf'<tr class="{row_class}">(.*?)</tr>', html).group(1)
+    row = re.search(rf'<tr class="{row_class}"[^>]*>(.*?)</tr>', html).group(1)
     return [(c.split(), t) for c, t in
             re.findall(r'<span class="xp-cell ([^"]*)"[^>]*>([^<]*)(?:<sup>[^<]*</sup>)?</span>', row)]
 
@@ -103,7 +103,7 @@ def test_frame_header_ids_prefix_temperature_and_stop_numbers():
         assert f'id="xp-c2-s2{suffix}"' in html
     assert 'data-canvas="2" data-step="2"' in html
     assert "T = 0.7000" in html and "cur_step 3 of 4" in html
-    stop = re.search(r'id="xp-c2-s2-stop">(.*?)</div>', html).group(1)
+    stop = re.search(r'id="xp-c2-s2-stop"[^>]*>(.*?)</div>', html).group(1)
     assert "accepted 2 of 4" in stop and "entropy bound 0.1" in stop
     assert "mean entropy 0.8758 ≥ 0.005" in stop
     assert 'stable <span class="xp-no">✗ no</span>' in stop and 'confident <span class="xp-yes">✓ yes</span>' in stop
@@ -220,7 +220,7 @@ def test_accepted_counts_name_their_steps():
 
 def test_every_cell_state_carries_a_badge_and_the_legend_names_badges_not_colours():
     html = render_known(last=True, record=dict(finished=True, stable=True))
-    nxt = re.search(r'<tr class="xp-row-next">(.*?)</tr>', html).group(1)
+    nxt = re.search(r'<tr class="xp-row-next"[^>]*>(.*?)</tr>', html).group(1)
     assert nxt.count("<sup>✓</sup>") == 2 and nxt.count("<sup>↻</sup>") == 2
     assert re.search(r'<tr class="xp-row-argmax">(.*?)</tr>', html).group(1).count("<sup>⇓</sup>") == 4
     legend = re.search(r'id="xp-c2-s2-legend">(.*?)</div>', html).group(1)
@@ -248,14 +248,14 @@ def test_accept_rule_arithmetic_matches_the_samplers_verdict():
     assert "first renoise" in marks and "commit 1" in marks
     for k, rec_step in enumerate(rec.steps):
         rule = re.search(r'id="xp-c1-s%d-accept">(.*?)</table></div>' % (k + 1), frames[k]).group(1)
-        cells = re.findall(r'data-pos="(\d)" data-accepted="(\d)">pos \d<br>h ([\d.]+)<br>Σ ([\d.]+) (≤|&gt;) 0.1<br>'
+        cells = re.findall(r'data-pos="(\d)" data-accepted="(\d)">pos \d<br>h ([\d.e-]+)<br>Σ ([\d.e-]+) (≤|&gt;) 0.1<br>'
                            r'<b class="xp-(acc|ren)">(✓|↻)</b>', rule)
         assert len(cells) == 4
         for pos, acc, h, before, cmp, cls, badge in cells:
             # the arithmetic shown decides the verdict shown, and the verdict is the sampler's own
             assert (cmp == "≤") == (acc == "1") == (badge == "✓") == bool(rec_step.accepted[0, int(pos)])
         assert [float(c[3]) for c in cells] == sorted(float(c[3]) for c in cells)     # running sums ascend
-    assert any("↻ renoised" in c and not c.startswith("canvas 1, step 1: 4 ✓") for c in captions)
+    assert any("↻ renoised" in c and not c.startswith("canvas 1, step 1 (from random tokens): 4 ✓") for c in captions)
 
 
 def test_stop_rule_shows_the_comparison_and_the_mean():
@@ -268,11 +268,13 @@ def test_stop_rule_shows_the_comparison_and_the_mean():
     assert re.search(r"mean entropy = [\d.]+ / 4 = [\d.]+ &lt; 0.005", second)
 
 
-def test_stepper_captions_bookmarks_and_fixed_height():
+def test_stepper_captions_bookmarks_and_what_each_frame_changed():
     rec, cfg, _ = run(TARGETS)
     st = canvas_stepper(rec, PROMPT, vocab=VOCAB, config=cfg)
-    assert st.stack.layout.height.endswith("px") and st.stack.layout.overflow == "auto"
-    assert st.caption.startswith("frame 1 of 6 · canvas 1, step 1: 4 ✓ accepted, 0 ↻ renoised; not stable")
+    # what a jump must bring into view: a step's next canvas and stop verdict, a commit's appended tokens
+    assert re.findall(r'<(?:tr|div) class="([^"]+)"[^>]*\bdata-changed', st.frames[0]) == ["xp-row-next", "xp-stop"]
+    assert re.findall(r'<(?:tr|div) class="([^"]+)"[^>]*\bdata-changed', st.frames[2]) == ["xp-row-appended"]
+    assert st.caption.startswith("frame 1 of 6 · canvas 1, step 1 (from random tokens): 4 ✓ accepted, 0 ↻ renoised; not stable")
     assert st.bookmarks == {"commit 1": 2, "commit 2": 5}
     assert 'id="xp-c2-commit"' in st.jump_to("commit 2") and st.slider.value == 5
     assert "frame 6 of 6 · canvas 2 committed after 2 steps" in st.caption
@@ -287,3 +289,18 @@ def test_accept_rule_shows_enough_decimals_to_read_a_small_bound():
     accepted = torch.tensor([True, True, False])        # Σ before: 0, 0.0004, 0.0014
     html = accept_rule_html(entropy, accepted, 0.001, "t")
     assert "Σ 0.00040 ≤ 0.001" in html and "Σ 0.00140 &gt; 0.001" in html
+
+
+def test_tiny_entropies_keep_their_order_readable():
+    """A sure model's entropies are all far below 0.01: printed with 2 or 3 decimals they would all read 0.00 and
+    the accept rule's sort order would look random. They keep two significant digits (one under a bar)."""
+    import torch
+
+    from explainer.render.rules import accept_rule_html, entropy_text
+
+    assert [entropy_text(h, 3) for h in (1.26e-6, 1.96e-7, 0.0, 0.0214)] == ["1.3e-06", "2.0e-07", "0.000", "0.021"]
+    assert [entropy_text(h, 2, compact=True) for h in (7.7e-7, 0.0012, 0.4)] == ["8e-7", "1e-3", "0.40"]
+    h = torch.tensor([1.25e-6, 1.01e-6, 1.44e-6, 1.96e-7])
+    rule = accept_rule_html(h, torch.ones(4, dtype=torch.bool), 0.1, "f")
+    shown = [float(x) for x in re.findall(r"<br>h ([\d.e-]+)<br>", rule)]
+    assert shown == sorted(shown) and len(set(shown)) == 4          # lowest first, and visibly so

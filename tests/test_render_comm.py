@@ -160,21 +160,22 @@ def test_dot_sources_render():
         assert b'class="node taken"' in svg or b'class="taken"' in svg
 
 
-def test_bench_figure_plots_both_paths_and_memcpy():
+def test_bench_figure_plots_both_paths_and_says_when_and_under_what_load():
     sizes = (4096, 1 << 20)
     m = {"latency": {"shm": 2e-5, "generic": 2e-3, "floor": 8e-6}, "memcpy": 1e10,
-         "throughput": {"shm": {s: 5e9 for s in sizes}, "generic": {str(s): 1e8 for s in sizes}}}
+         "throughput": {"shm": {s: 5e9 for s in sizes}, "generic": {str(s): 1e8 for s in sizes}},
+         "measured_at": "2026-12-02 07:37 UTC", "loadavg": (3.7, 3.9), "cpus": 2}
     fig = R.bench_figure(m)
-    a, b = fig.axes
-    labels = [line.get_label() for line in a.lines]
+    (ax,) = fig.axes                                            # one panel: time per dict against size
+    labels = [line.get_label() for line in ax.lines]
     assert any("shared memory" in x for x in labels) and any("gloo" in x for x in labels)
-    assert any("memcpy" in x for x in labels)
-    shm = next(line for line in b.lines if "shared memory" in line.get_label())
+    shm = next(line for line in ax.lines if "shared memory" in line.get_label())
     assert list(shm.get_ydata()) == pytest.approx([4096 / 5e9 * 1e6, (1 << 20) / 5e9 * 1e6])
-    points = {c.get_label(): c.get_offsets()[0][1] for c in b.collections}   # the three one-way stars
-    assert points["raw shared-memory floor: 4 KiB one-way"] == pytest.approx(8.0)
-    assert points["shm: 4 KiB ping-pong one-way"] == pytest.approx(20.0)
-    assert all(ax.get_legend().get_bbox_to_anchor().y0 < ax.get_window_extent().y0 for ax in (a, b))   # legends below
+    points = {c.get_label(): c.get_offsets()[0][1] for c in ax.collections}   # the three one-way marks
+    assert points["raw shared-memory floor: 4 KiB one way"] == pytest.approx(8.0)
+    assert points["shm: 4 KiB ping-pong, one way"] == pytest.approx(20.0)
+    assert "2026-12-02 07:37 UTC" in ax.get_title() and "load average 3.7 → 3.9" in ax.get_title()
+    assert ax.get_legend().get_bbox_to_anchor().y0 < ax.get_window_extent().y0           # legend below the plot
 
 
 def _edge_label(dot: str, a: str, b: str) -> str:

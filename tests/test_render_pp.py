@@ -182,7 +182,7 @@ def test_frames_carry_badges_not_only_colours(runs):
     div = t.first_divergence()
     html = rank_views_html(t, div["event"])
     for field in div["fields"]:
-        cell = re.search(rf'<td class="xp-diverged" data-field="{field}">(.*?)</td>', html).group(1)
+        cell = re.search(rf'<td class="xp-diverged" data-field="{field}" data-changed>(.*?)</td>', html).group(1)
         assert cell.startswith('<span class="xp-badge">≠ READ</span>')
     for cell in re.findall(r'<td class="xp-stale" data-field="[a-z_]+">(.*?)</td>', html):
         assert cell.startswith('<span class="xp-badge">STALE</span>')

@@ -15,6 +15,8 @@ def test_one_diagram_stepped_through_the_stored_runs():
     assert s.captions[1].startswith("after #40150: ✓ delivered intact")
     assert s.bookmarks == {"before #40150": 0, "after #40150": 1}
     assert 'width="100%"' in s.frames[0]                       # shrinks with the column instead of running past it
+    # what a jump must bring into view: both ranks' boxes and the outcome
+    assert all(f.count(" data-changed>") == 3 for f in s.frames)
     s.jump_to("after #40150")
     assert s.index == 1 and "frame 2 of 2" in s.shown[1]
 

@@ -76,4 +76,4 @@ def test_jump_to_first_divergence_and_captions(run):
     html = s.jump_to("≠ first divergence")
     assert s.slider.value == k and f'id="xp-pp-frame-{k}"' in html
     assert s.caption.startswith(f"frame {k + 1} of {len(s.frames)} · engine step {first['step']} · rank 0 prepare: ≠")
-    assert s.stack.layout.height.endswith("px")
+    assert s.stack.layout.height is None              # the box takes the tallest frame's height, whatever it is

@@ -5,8 +5,11 @@
   breaks the build and a present one is never orphaned.
 - API completeness: any `explainer` name a notebook uses that `docs/api.md` does not document yet is
   appended to that page (autodoc), so the reference never misses what the notebooks call.
-- Glossary links: a notebook links a term as `[text](../docs/glossary.md#term-ID)`, which JupyterLab opens
-  as a file; on the site the link becomes the `{term}` role, so Sphinx checks that the term exists.
+- Glossary: one file, `notebooks/glossary.md`, plain Markdown with an `<a id="term-ID">` anchor per word, so
+  JupyterLab (served from `notebooks/`) opens a notebook's link `[text](glossary.md#term-ID)` rendered and
+  scrolled to the word. On the site, `docs/glossary.md` holds the line `% glossary-terms`; it becomes a Sphinx
+  glossary made from that file, and every glossary link (in the notebooks and inside the definitions) becomes
+  the `{term}` role, so Sphinx checks that the term exists.
 - Pictures: every SVG rendered from a notebook output gets an `alt` made from the diagram's own words
   (label, groups, number of boxes, the path taken), read from the SVG file itself, and its own scroll
   box: it shrinks with the column down to 75 % of its size, then scrolls. Plots get their section's title.
@@ -52,30 +55,50 @@ def _fill_optional_pages(app, docname, source):
         source[0] = source[0].replace(SOURCES_MARKER, app.env_sources)
 
 
-GLOSSARY_LINK = re.compile(r"\[([^\]\[\n\"]+)\]\((?:\.\./)+docs/glossary\.md#term-([^)\s]+)\)")
+GLOSSARY = Path("notebooks") / "glossary.md"
+GLOSSARY_MARKER = "% glossary-terms"
+# a notebook's link to a glossary word: glossary.md#term-ID from notebooks/, ../glossary.md from notebooks/workshop/;
+# inside the glossary itself, #term-ID
+# (and the older ../docs/glossary.md#term-ID, which JupyterLab cannot open from notebooks/)
+GLOSSARY_LINK = re.compile(r"\[([^\]\[\n\"]+)\]\((?:(?:\.\./)*(?:docs/)?glossary\.md)?#term-([^)\s]+)\)")
+GLOSSARY_ENTRY = re.compile(r'<a id="term-([^"]+)"></a>\s*\n\s*#+ ([^\n]+)\n(.*?)(?=<a id="term-|\Z)', re.S)
+
+
+def glossary_entries(root: Path) -> list[tuple[str, str, str]]:
+    """(anchor id without `term-`, the term, its definition) of every word in the glossary, in order."""
+    text = (root / GLOSSARY).read_text(encoding="utf-8")
+    return [(m.group(1), m.group(2).strip(), m.group(3).strip()) for m in GLOSSARY_ENTRY.finditer(text)]
 
 
 def glossary_terms(root: Path) -> dict[str, str]:
-    """Sphinx's anchor id of every glossary term (`term-` + the term, spaces as dashes) -> the term."""
-    text = (root / "docs" / "glossary.md").read_text(encoding="utf-8")
-    block = text.split("```{glossary}", 1)[1].split("```", 1)[0]
-    terms = [line.strip() for line in block.splitlines() if line.strip() and not line[:1].isspace()]
-    return {t.replace(" ", "-"): t for t in terms}
+    """Anchor id (`term-` + the term, spaces as dashes, as Sphinx makes it) -> the term."""
+    return {anchor: term for anchor, term, _ in glossary_entries(root)}
+
+
+def _term_roles(text: str, terms: dict[str, str], where: str) -> str:
+    def role(m):
+        label, anchor = m.group(1).replace("`", ""), m.group(2)
+        if anchor not in terms:
+            logger.warning(f"{where}: glossary link to unknown term #term-{anchor}")
+            return m.group(0)
+        return f"{{term}}`{label} <{terms[anchor]}>`"
+    return GLOSSARY_LINK.sub(role, text)
 
 
 def _glossary_links(app, docname, source):
-    if not docname.startswith("notebooks/"):
-        return
-    terms = glossary_terms(Path(app.srcdir))
-
-    def role(m):
-        text, anchor = m.group(1).replace("`", ""), m.group(2)
-        if anchor not in terms:
-            logger.warning(f"{docname}: glossary link to unknown term #term-{anchor}")
-            return m.group(0)
-        return f"{{term}}`{text} <{terms[anchor]}>`"
-
-    source[0] = GLOSSARY_LINK.sub(role, source[0])
+    root = Path(app.srcdir)
+    if docname.startswith("notebooks/"):
+        source[0] = _term_roles(source[0], glossary_terms(root), docname)
+    elif GLOSSARY_MARKER in source[0]:
+        entries = glossary_entries(root)
+        terms = {anchor: term for anchor, term, _ in entries}
+        for anchor, term, _ in entries:
+            if anchor != term.replace(" ", "-"):
+                logger.warning(f"{GLOSSARY}: anchor term-{anchor} does not match its word {term!r} (Sphinx's id)")
+        body = "\n\n".join(f"{term}\n" + "\n".join(f"  {line}" if line.strip() else "" for line in
+                                                  _term_roles(text, terms, str(GLOSSARY)).splitlines())
+                         for _, term, text in entries)
+        source[0] = source[0].replace(GLOSSARY_MARKER, f"```{{glossary}}\n{body}\n```")
 
 
 def _is_module(name: str) -> bool:

@@ -188,35 +188,85 @@ def _rank(quick: bool, sizes: tuple = SIZES) -> dict:
 
 
 def measure(quick: bool = False, sizes: tuple = SIZES) -> dict:
-    """Median over interleaved rounds of: one-way latency (s), throughput (B/s), memcpy (B/s)."""
-    load = os.getloadavg()[0]
+    """Median over interleaved rounds of: one-way latency (s), throughput (B/s), memcpy (B/s); each round's
+    figures too (``per_round``), when (UTC) and under what load (1-minute load average before and after)."""
+    load, when = os.getloadavg()[0], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     r0, r1 = values(launch(_rank, 2, args=(quick, tuple(sizes)), timeout=600))
     med = statistics.median
     return {"latency": {p: med(r0[f"latency/{p}"]) for p in ("shm", "generic", "floor")},
             "phases": {k.removeprefix("phase/"): med(v) for k, v in r0.items() if k.startswith("phase/")},
             "throughput": {p: {s: s / med(r1[f"stream/{p}/{s}"]) for s in sizes} for p in ("shm", "generic")},
             "memcpy": sizes[-1] / med(r0["memcpy"]), "backend": r0["backend"], "rounds": len(r0["memcpy"]),
-            "loadavg": (load, os.getloadavg()[0]), "cpus": os.cpu_count()}
+            "per_round": {"latency": {p: r0[f"latency/{p}"] for p in ("shm", "generic", "floor")},
+                          "throughput": {p: {s: [s / t for t in r1[f"stream/{p}/{s}"]] for s in sizes}
+                                         for p in ("shm", "generic")},
+                          "memcpy": [sizes[-1] / t for t in r0["memcpy"]]},
+            "measured_at": when, "loadavg": (load, os.getloadavg()[0]), "cpus": os.cpu_count()}
+
+
+# The four goals, each a ratio of two figures of one run: (what, goal, met?)
+GOALS = (("4 KiB latency, generic / shared memory", ">= 20x", lambda r: r >= 20),
+         ("4 KiB one-way, shared memory / its raw floor", "<= 2x", lambda r: r <= 2),
+         ("1 MiB throughput, shared memory / generic", ">= 3x", lambda r: r >= 3),
+         ("16 MiB, shared memory / 1-thread memcpy", ">= 0.40", lambda r: r >= 0.4))
+
+
+def _ratios(latency: dict, throughput: dict, memcpy: float) -> list[float]:
+    """GOALS' four ratios from one set of figures (a run's medians, or one round's)."""
+    mib, big = 1 << 20, 16 << 20
+    return [latency["generic"] / latency["shm"], latency["shm"] / latency["floor"],
+            throughput["shm"].get(mib, float("nan")) / throughput["generic"].get(mib, float("nan")),
+            throughput["shm"].get(big, float("nan")) / memcpy]
+
+
+def goals(m: dict) -> list[tuple[str, float, tuple[float, float], str, bool]]:
+    """GOALS for one ``measure()``: (what, ratio of the medians, (lowest, highest) over the rounds, goal, met?)."""
+    r = m["per_round"]
+    rounds = [_ratios({p: v[i] for p, v in r["latency"].items()},
+                      {p: {s: v[i] for s, v in by_size.items()} for p, by_size in r["throughput"].items()},
+                      r["memcpy"][i]) for i in range(m["rounds"])]
+    out = []
+    for k, (ratio, (what, goal, met)) in enumerate(zip(_ratios(m["latency"], m["throughput"], m["memcpy"]), GOALS)):
+        seen = [x[k] for x in rounds]
+        out.append((what, ratio, (min(seen), max(seen)), goal, met(ratio)))
+    return out
+
+
+def report(m: dict) -> str:
+    """When and under what load, then each goal with its figure, its spread over the rounds and ✓ met / ✗ missed."""
+    before, after = m["loadavg"]
+    busy = max(before, after) / max(m["cpus"] or 1, 1)
+    state = ("a quiet machine" if busy < 0.5 else
+             "a busy machine: the ranks wait for cores, so the figures swing from run to run")
+    lines = [f"measured {m['measured_at']} on {m['cpus']} CPUs, load average {before:.1f} before and {after:.1f} "
+             f"after ({state}); medians over {m['rounds']} interleaved rounds"]
+    for what, ratio, (low, high), goal, met in goals(m):
+        x = "" if goal.startswith(">= 0") else "x"
+        fmt = (lambda r: f"{r:.2f}") if not x else (lambda r: f"{r:.0f}x" if r >= 10 else f"{r:.1f}x")
+        lines.append(f"  {what}: {fmt(ratio)} (rounds {fmt(low)} to {fmt(high)}), goal {goal}: "
+                     + ("✓ met" if met else "✗ MISSED"))
+    return "\n".join(lines)
 
 
 def run(quick: bool = False) -> list[Row]:
     m = measure(quick)
     peer = comm_vllm.measure(quick)                   # the same harness on vLLM's own GroupCoordinator, right after
     lat = {p: v * 1e6 for p, v in m["latency"].items()}
+    (_, lat_x, _, lat_goal, lat_met), (_, floor_x, _, floor_goal, floor_met), (_, mib_x, _, mib_goal, mib_met), \
+        (_, mem_x, _, mem_goal, mem_met) = goals(m)
     rows = [Row("comm", "send_tensor_dict 4 KiB latency, shm vs generic (us)", lat["shm"], lat["generic"], "us",
-                lat["generic"] / lat["shm"], ">= 20x", lat["generic"] / lat["shm"] >= 20),
+                lat_x, lat_goal, lat_met),
             Row("comm", "4 KiB one-way: send_tensor_dict vs raw shm floor (us)", lat["shm"], lat["floor"], "us",
-                lat["shm"] / lat["floor"], "<= 2x", lat["shm"] <= 2 * lat["floor"])]
+                floor_x, floor_goal, floor_met)]
     rows += [Row("comm", f"  {name}", secs, None, "us", share, "(share)", True)
              for name, secs, share in breakdown(m)]
     for s in SIZES:
         ours, base = m["throughput"]["shm"][s] / 1e9, m["throughput"]["generic"][s] / 1e9
-        goal = ">= 3x" if s == 1 << 20 else "(info)"
         rows.append(Row("comm", f"send_tensor_dict {size_label(s)} throughput, shm vs generic (GB/s)", ours, base,
-                        "GB/s", ours / base, goal, ours / base >= 3 if s == 1 << 20 else True))
+                        "GB/s", ours / base, *((mib_goal, mib_met) if s == 1 << 20 else ("(info)", True))))
     ours, mc = m["throughput"]["shm"][SIZES[-1]] / 1e9, m["memcpy"] / 1e9
     rows.append(Row("comm", "send_tensor_dict 16 MiB shm vs 1-thread memcpy (GB/s)", ours, mc, "GB/s",
-                    ours / mc, ">= 0.40x", ours / mc >= 0.4))
+                    mem_x, mem_goal, mem_met))
     rows += comm_vllm.rows(m, peer)
     start, end = m["loadavg"]                             # the figures mean little without this
     loaded = f", {len(ACTIVE)} busy loops (--loaded)" if ACTIVE else ""

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from explainer.render.rules import ACCEPT, RENOISE, accept_rule_html, stop_rule_html
+from explainer.render.rules import ACCEPT, RENOISE, accept_rule_html, entropy_text, stop_rule_html
 from explainer.sampler import CanvasRecord, StepRecord
 
 __all__ = ["Glyphs", "CSS", "BADGES", "DEFAULTS", "cell", "legend", "render_step", "render_commit"]
@@ -132,8 +132,10 @@ def _prefix(glyphs: Glyphs, prompt: Sequence[int], committed: Sequence[Sequence[
             f'encoded causally into the KV cache): {"".join(blocks)}</div>')
 
 
-def _row(label: str, cells: list[str], cls: str) -> str:
-    return f'<tr class="{cls}"><th>{escape(label)}</th>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+def _row(label: str, cells: list[str], cls: str, changed: bool = False) -> str:
+    """One grid row; ``changed``: what this frame is about (``data-changed``: a jump to it must show the row)."""
+    return (f'<tr class="{cls}"{" data-changed" if changed else ""}><th>{escape(label)}</th>'
+            + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
 
 
 def _yes(flag: bool) -> str:
@@ -181,12 +183,12 @@ def render_step(rec: StepRecord, *, step_number: int, prompt: Sequence[int], com
     next_cells = [cell(glyphs, nxt[i], states[i], f"candidate {glyphs(cand[i])!r}") for i in range(length)]
     draft_state = "committed" if last else "draft"
     bars = [f'<div class="xp-bar"><div style="width:{min(100.0, 100 * h / h_max):.0f}%"></div></div>'
-            f'<span class="xp-h">{h:.2f}</span>' for h in ent]
+            f'<span class="xp-h">{entropy_text(h, 2, compact=True)}</span>' for h in ent]
     grid = "".join([
         '<tr><th></th>' + "".join(f'<td class="xp-pos">{i}</td>' for i in range(length)) + "</tr>",
         _row("decoder input", [cell(glyphs, t, "input") for t in inp], "xp-row-input"),
         _row("candidate (drawn at T)", [cell(glyphs, t, "candidate") for t in cand], "xp-row-candidate"),
-        _row("next canvas", next_cells, "xp-row-next"),
+        _row("next canvas", next_cells, "xp-row-next", changed=not frozen_before),
         _row("argmax draft" + (" → committed" if last else ""), [cell(glyphs, t, draft_state) for t in arg],
              "xp-row-argmax"),
         _row("entropy", bars, "xp-row-entropy")])
@@ -196,7 +198,7 @@ def render_step(rec: StepRecord, *, step_number: int, prompt: Sequence[int], com
     return (f'{CSS}<div class="xp-frame" id="{fid}" data-kind="step" data-canvas="{k}" data-step="{step_number}">'
             f'<div class="xp-head" id="{fid}-head">{head}</div>{_prefix(glyphs, prompt, committed, fid)}'
             f'<table class="xp-grid" id="{fid}-canvas">{grid}</table>'
-            f'<div class="xp-stop" id="{fid}-stop">{_stop_line(rec, row, cfg, frozen_before, last)}</div>'
+            f'<div class="xp-stop" id="{fid}-stop" data-changed>{_stop_line(rec, row, cfg, frozen_before, last)}</div>'
             f'{_rules(rec, row, cfg, glyphs, fid, frozen_before, previous)}{legend(fid)}</div>')
 
 
@@ -223,7 +225,7 @@ def render_commit(canvas: CanvasRecord, *, prompt: Sequence[int], committed: Seq
     grid = "".join([
         '<tr><th></th>' + "".join(f'<td class="xp-pos">{i}</td>' for i in range(len(draft))) + "</tr>",
         _row("argmax draft", [cell(glyphs, t, "committed") for t in draft], "xp-row-argmax"),
-        _row("appended", [cell(glyphs, t, "prefix") for t in appended], "xp-row-appended")])
+        _row("appended", [cell(glyphs, t, "prefix") for t in appended], "xp-row-appended", changed=True)])
     if bool(canvas.finished[row]):
         note = "end of text (or max length) reached: this row is finished; positions after its EOS are padded"
     elif last_canvas:

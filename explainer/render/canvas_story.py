@@ -67,7 +67,7 @@ def canvas_story(recorder: StepRecorder, prompt, *, vocab: Sequence[str] | None 
 
 
 def _step_caption(rec: StepRecord, n: int, row: int, cfg: Mapping, frozen_before: bool, last: bool) -> str:
-    head = f"canvas {rec.canvas_index + 1}, step {n}: "
+    head = f"canvas {rec.canvas_index + 1}, step {n}" + (" (from random tokens): " if n == 1 else ": ")
     if frozen_before:
         return head + "row already finished, frozen"
     acc = int(rec.accepted[row].sum())

@@ -128,34 +128,32 @@ def frame_html(title: str, per_rank: Sequence[Mapping], svgs: Sequence[str] = ()
 
 # --- benchmark figure -------------------------------------------------------------------------
 def bench_figure(m: Mapping):
-    """``explainer.bench.comm.measure()`` -> matplotlib figure: throughput and time per dict vs size."""
+    """``explainer.bench.comm.measure()`` -> matplotlib figure: time per dict vs size, both paths, in one panel,
+    titled with when and under what load it was measured (the figures swing with the load)."""
     from matplotlib.figure import Figure                  # not pyplot: no global state, shown once
     sizes = sorted(int(s) for s in m["throughput"]["shm"])
-    fig = Figure(figsize=(7, 9))                         # stacked: legible at a 700 px column
-    a, b = fig.subplots(2, 1)
+    fig = Figure(figsize=(7, 4.6))                        # legible at a 700 px column
+    ax = fig.subplots()
     styles = {"shm": ("shared memory (custom path)", "#009E73", "o"),          # Okabe-Ito; shapes differ too
               "generic": ("torch.distributed gloo (generic path)", "#D55E00", "s")}
     for path, (label, color, mk) in styles.items():
         tput = [m["throughput"][path][_key(m["throughput"][path], s)] for s in sizes]
-        a.plot(sizes, [t / 1e9 for t in tput], marker=mk, color=color, label=label)
-        b.plot(sizes, [s / t * 1e6 for s, t in zip(sizes, tput)], marker=mk, color=color, label=label)
-        lat = m["latency"][path] * 1e6
-        b.scatter([sizes[0]], [lat], marker="*", s=140, color=color, edgecolor="black", linewidth=0.5, zorder=3,
-                  label=f"{path}: 4 KiB ping-pong one-way")
+        ax.plot(sizes, [s / t * 1e6 for s, t in zip(sizes, tput)], marker=mk, color=color, label=f"{label}, streamed")
+        ax.scatter([sizes[0]], [m["latency"][path] * 1e6], marker="*", s=140, color=color, edgecolor="black",
+                   linewidth=0.5, zorder=3, label=f"{path}: 4 KiB ping-pong, one way")
     if "floor" in m["latency"]:                           # the raw hand-off: flip a flag, copy 4 KiB, flip back
-        b.scatter([sizes[0]], [m["latency"]["floor"] * 1e6], marker="X", s=90, color="black", zorder=4,
-                  label="raw shared-memory floor: 4 KiB one-way")
-    a.axhline(m["memcpy"] / 1e9, color="#0072B2", ls="--", label="1-thread memcpy 16 MiB")
-    a.axhline(0.4 * m["memcpy"] / 1e9, color="#0072B2", ls=":", label="goal: 40 % of memcpy")
-    for ax, title, unit in ((a, "throughput (streamed dicts)", "GB/s"), (b, "time per dict (streamed; ★ ✖ ping-pong one-way)", "µs")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(sizes, [_size(s) for s in sizes])
-        ax.set_xlabel("dict payload (hidden_states + residual)")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False)   # below: no point hidden
+        ax.scatter([sizes[0]], [m["latency"]["floor"] * 1e6], marker="X", s=90, color="black", zorder=4,
+                   label="raw shared-memory floor: 4 KiB one way")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [_size(s) for s in sizes])
+    ax.set_xlabel("dict payload (hidden_states + residual)")
+    ax.set_ylabel("µs per dict (lower is faster)")
+    before, after = m.get("loadavg", (float("nan"), float("nan")))
+    ax.set_title(f"time per dict, measured {m.get('measured_at', '(time not recorded)')}\n"
+                 f"{m.get('cpus', '?')} CPUs, load average {before:.1f} → {after:.1f}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)   # below: no point hidden
     fig.tight_layout()
     return fig
 

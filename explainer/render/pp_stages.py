@@ -42,15 +42,20 @@ def _plan(source):
 
 
 def _rank_cluster(r: int, pp: int, layers: dict, reads: dict) -> list[str]:
-    """One rank as a cluster: its stage's boxes in order, its copy of the state, the fields it reads."""
+    """One rank as a cluster: its stage's boxes in order, its copy of the state, the fields it reads. What a box
+    reads is written in the box itself ("reads draft_tokens"), never on the dotted edge: an edge label is
+    placed by graphviz wherever there is room, which can be across the rank's own outline."""
     last = pp - 1
     start, end = layers.get(r, (0, 0))
     role = ("first + last rank" if pp == 1 else "first rank" if r == 0 else "last rank" if r == last else "rank")
+    boxes = ({f"r{r}_embed": "embed_input_ids\n(x sqrt(H))", f"r{r}_sc": "self-conditioning MLP"} if r == 0 else {})
+    boxes[f"r{r}_layers"] = f"layers {start}..{end - 1}"
+    chain = list(boxes) + ([f"r{r}_head", f"r{r}_sampler"] if r == last else [])
+    reader = {f: (f"r{r}_{READER[f]}" if f"r{r}_{READER[f]}" in boxes else f"r{r}_layers") for f in sorted(reads.get(r, ()))}
+    for f, node in reader.items():
+        boxes[node] += f"\nreads {f}"
     out = [f"  subgraph cluster_rank{r} {{", f'    label={quote(f"rank {r} ({role})")}; style=rounded;']
-    if r == 0:
-        out += [f'    r{r}_embed [label="embed_input_ids\\n(x sqrt(H))"];',
-                f'    r{r}_sc [label="self-conditioning MLP"];']
-    out.append(f'    r{r}_layers [label={quote(f"layers {start}..{end - 1}")}];')
+    out += [f"    {node} [label={quote(label)}];" for node, label in boxes.items()]
     if r == last:
         out += [f'    r{r}_head [label="norm + tied head\\n(softcap logits)"];',
                 f'    r{r}_sampler [label="DiffusionSampler\\n(only writer of the state)", fillcolor="#e3f2fd"];']
@@ -59,12 +64,8 @@ def _rank_cluster(r: int, pp: int, layers: dict, reads: dict) -> list[str]:
                + quote(f"DiffusionGemmaRequestStates{owner}\nis_encoder_phase, self_conditioning_embeds,"
                        "\ndraft_tokens (RequestState)") + "];")
     out.append("  }")
-    chain = ([f"r{r}_embed", f"r{r}_sc"] if r == 0 else []) + [f"r{r}_layers"] + (
-        [f"r{r}_head", f"r{r}_sampler"] if r == last else [])
     out += [f"  {a} -> {b};" for a, b in zip(chain, chain[1:])]
-    for f in sorted(reads.get(r, ())):
-        target = f"r{r}_{READER[f]}" if f"r{r}_{READER[f]}" in chain else f"r{r}_layers"
-        out.append(f'  r{r}_state -> {target} [style=dotted, color="#CC79A7", label={quote("reads " + f)}];')
+    out += [f'  r{r}_state -> {node} [style=dotted, color="#CC79A7"];' for node in dict.fromkeys(reader.values())]
     return out
 
 
@@ -111,7 +112,7 @@ def stages_dot(source) -> str:
         out += _rank_cluster(r, pp, layers, reads)
     out.append(f'  r{last}_sampler -> r{last}_state [color="#0072B2", label="writes every step"];')
     out += _crossings(pp, cross, missing, reads, lab)
-    keys = ["legend", "dotted 'reads': a rank reads its", "  own copy of the state",
+    keys = ["legend", "dotted: a box reads its rank's", "  own copy of the state",
             "'writes every step': the sampler"]
     if pp > 1:
         keys += ["thick 'IntermediateTensors': forward", "thick 'back-channel broadcast'", "dashed ✗: read, not carried (STALE)",

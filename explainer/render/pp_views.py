@@ -48,6 +48,8 @@ def _texts(trace: Trace, i: int, reference: Trace | None) -> str:
     last_step = done[-1].step if done else 0
     if e.warmup:
         return '<div class="xp-io" data-role="text"><b>output</b> (warmup: no user request yet)</div>'
+    # the text is what this frame is about when the event emitted some, and on the run's last event
+    changed = " data-changed" if any(e.data.get("emitted", {}).values()) or i == len(trace.events) - 1 else ""
     rows = []
     ref_out = reference.step_outputs() if reference is not None else {}
     for rid in sorted(set(ours) | {r for s, d in ref_out.items() if s <= last_step for r in d}) or ["req-0"]:
@@ -62,7 +64,7 @@ def _texts(trace: Trace, i: int, reference: Trace | None) -> str:
                     + (' <span class="xp-red" data-role="text-differs">≠ differs from PP=1</span>' if mine != ref
                        else ' <span data-role="text-same">✓ same as PP=1</span>'))
         rows.append(line)
-    return '<div class="xp-io" data-role="text">' + "<br>".join(rows) + "</div>"
+    return f'<div class="xp-io" data-role="text"{changed}>' + "<br>".join(rows) + "</div>"
 
 
 def _flow(trace: Trace, i: int, stale: dict[int, list[str]]) -> str:
@@ -127,7 +129,8 @@ def _rank_column(e, r: int, owner: int, red: list[str], stale: dict, amber_all: 
                      "xp-stale": '<span class="xp-badge">STALE</span>'}.get(cls, "")
             aside = ('<span class="xp-aside">differs: own copy, not read by this rank</span>'
                      if differs and not cls and name == "canvas" else "")
-            rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}">{badge}'
+            rows.append(f'<tr><th>{name}</th><td class="{cls}" data-field="{name}"'
+                        f'{" data-changed" if cls == "xp-diverged" else ""}>{badge}'
                         f"{_value(name, view.get(name))}{aside}</td></tr>")
     role = (" (owner: sampler)" if r == owner else "") + (" ▶ acting" if r == e.rank else "")
     return (f'<div class="xp-rank{" xp-acting" if r == e.rank else ""}" data-rank="{r}" '
@@ -146,7 +149,8 @@ def _event_io(trace: Trace, event_index: int, red: list[str], note: str) -> list
     if got:
         io.append("<b>receives</b> " + "; ".join(f"{_tensor(t)} ← rank {t.sender}" for t in got))
     if e.data.get("error"):
-        io.append(f'<b class="xp-red">✗ error</b> {escape(e.data["error"]["type"])}: {escape(e.data["error"]["message"])}')
+        io.append(f'<span data-changed><b class="xp-red">✗ error</b> {escape(e.data["error"]["type"])}: '
+                  f'{escape(e.data["error"]["message"])}</span>')
     if red:
         io.append(f'<b class="xp-red">≠ diverged</b> rank {e.rank} reads {", ".join(red)} that differ from rank '
                   f"{owner}'s")
@@ -175,8 +179,10 @@ def rank_views_html(trace: Trace, event_index: int, *, reference: Trace | None =
             f'data-stale="{",".join(f for f in VIEW_ROWS if f in amber_all)}">'
             f'<div class="xp-head" id="{fid}-head">{head}</div>'
             + "".join(f'<div class="xp-io">{x}</div>' for x in io)
+            # the output text before the rank columns: on a narrow page they wrap, and a commit is what it shows
+            + _texts(trace, event_index, reference)
             + _flow(trace, event_index, stale) + f'<div class="xp-cols">{"".join(cols)}</div>'
-            + _texts(trace, event_index, reference) + LEGEND.format(fid=fid) + "</div>")
+            + LEGEND.format(fid=fid) + "</div>")
     return (CSS if css else "") + body
 
 

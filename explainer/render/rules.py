@@ -22,7 +22,7 @@ import torch
 
 from explainer.vocab import ACCEPT_RULE
 
-__all__ = ["ACCEPT", "RENOISE", "YES", "NO", "accept_rule_html", "stop_rule_html", "accept_sums"]
+__all__ = ["ACCEPT", "RENOISE", "YES", "NO", "accept_rule_html", "stop_rule_html", "accept_sums", "entropy_text"]
 
 ACCEPT, RENOISE, YES, NO = "✓", "↻", "✓", "✗"
 
@@ -39,6 +39,18 @@ def accept_sums(entropy: torch.Tensor) -> list[tuple[int, float, float]]:
     return [(int(p), float(h), float(b)) for p, h, b in zip(order.tolist(), sorted_h.tolist(), before.tolist())]
 
 
+def entropy_text(h: float, decimals: int, compact: bool = False) -> str:
+    """An entropy with ``decimals`` decimals, or, when that would print only zeros, two significant digits
+    (``2.1e-05``; ``compact``: one, ``2e-5``, for a label under a bar): a sure model's entropies are all tiny but
+    not equal, and their sort order must be readable."""
+    if not 0 < abs(h) < 0.5 * 10 ** -decimals:
+        return f"{h:.{decimals}f}"
+    if compact:
+        mantissa, exponent = f"{h:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{h:.1e}"
+
+
 def _digits(bound: float) -> int:
     """Decimals that resolve the bound: 0.1 -> 3, 0.001 -> 5 (so 0.0004 <= 0.001 never reads 0.00 > 0.001)."""
     return max(2, math.ceil(-math.log10(bound)) + 2) if bound > 0 else 2
@@ -53,8 +65,8 @@ def accept_rule_html(entropy: torch.Tensor, accepted: torch.Tensor, bound: float
     for pos, h, before in rows:
         ok = bool(accepted[pos])
         mark = f'<b class="xp-acc">{ACCEPT}</b>' if ok else f'<b class="xp-ren">{RENOISE}</b>'
-        cells.append(f'<td data-pos="{pos}" data-accepted="{int(ok)}">pos {pos}<br>h {h:.{d}f}<br>'
-                     f'Σ {before:.{d}f} {"≤" if before <= bound else "&gt;"} {bound:g}<br>{mark}</td>')
+        cells.append(f'<td data-pos="{pos}" data-accepted="{int(ok)}">pos {pos}<br>h {entropy_text(h, d)}<br>'
+                     f'Σ {entropy_text(before, d)} {"≤" if before <= bound else "&gt;"} {bound:g}<br>{mark}</td>')
     n_acc = int(accepted.sum())
     first_out = next(((p, h, b) for p, h, b in rows if not bool(accepted[p])), None)
     why = ""

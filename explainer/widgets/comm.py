@@ -25,7 +25,7 @@ from explainer.errors import UsageError
 from explainer.render import comm as R
 from explainer.scenario.comm import exchange_rank
 from explainer.vocab import COMM_GATES as GATES
-from explainer.widgets.stepper import KERNEL_CLASS, kernel_note
+from explainer.widgets.stepper import KERNEL_CLASS, fitted_stack, kernel_note
 
 
 ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x")        # platform.machine() spellings
@@ -141,10 +141,10 @@ class ScenarioFrames:
         self.frames = [run_frame(n, runs[n]) for n in self.names]
         self.buttons = W.ToggleButtons(options=self.names, value=self.names[0], description="scenario",
                                        style={"button_width": "auto"})
-        self.stack = W.Stack([W.HTML(f) for f in self.frames], selected_index=0)
+        self.stack, box = fitted_stack(self.frames)      # as tall as the tallest frame: no jump on a switch
         W.jslink((self.buttons, "index"), (self.stack, "selected_index"))
         self.buttons.observe(lambda ch: setattr(self.stack, "selected_index", ch["new"]), names="index")
-        self.widget = W.VBox([self.buttons, self.stack])
+        self.widget = W.VBox([self.buttons, box])
 
     @property
     def current(self) -> str:

@@ -14,10 +14,7 @@ from explainer.render.pp_views import rank_views_html
 from explainer.trace import Trace
 from explainer.widgets.stepper import Stepper
 
-__all__ = ["frame_events", "frame_for", "rank_frames", "rank_stepper", "frame_bookmarks", "FRAME_HEIGHT"]
-
-FRAME_HEIGHT = 540          # px: the tallest PP=2 rank-view frame measured at 1000 px content width is 496 px
-NARROW_HEIGHT = 800         # px: under 900 px the rank columns wrap; the tallest frame at 600 px content is 788 px
+__all__ = ["frame_events", "frame_for", "rank_frames", "rank_stepper", "frame_bookmarks"]
 
 
 def frame_events(trace: Trace, max_frames: int = 100) -> list[tuple[int, str]]:
@@ -61,8 +58,7 @@ def frame_bookmarks(trace: Trace, max_frames: int = 100) -> dict[str, int]:
 
 
 def rank_stepper(trace: Trace, *, reference: Trace | None = None, max_frames: int = 100,
-                 interval_ms: int = 900, height: int | None = FRAME_HEIGHT,
-                 header_id: str = "xp-pp-stepper") -> Stepper:
+                 interval_ms: int = 900, header_id: str = "xp-pp-stepper") -> Stepper:
     """Play + slider over the key events of ``trace``: every rank's view, divergent fields highlighted."""
     events = frame_events(trace, max_frames)
     first = next((k for k, (i, _) in enumerate(events) if diverged_fields(trace, i)), None)
@@ -74,5 +70,4 @@ def rank_stepper(trace: Trace, *, reference: Trace | None = None, max_frames: in
     captions = [frame_caption(trace, i, note) for i, note in events]
     return Stepper(rank_frames(trace, reference=reference, max_frames=max_frames), description="frame",
                    interval_ms=interval_ms, header=header, captions=captions,
-                   bookmarks=frame_bookmarks(trace, max_frames), height=height,
-                   narrow_height=NARROW_HEIGHT if height else None)
+                   bookmarks=frame_bookmarks(trace, max_frames))
