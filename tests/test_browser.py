@@ -46,15 +46,24 @@ def _shown(page) -> tuple[str, str]:
 
 
 def _step_to(page, current: int, target: int) -> None:
-    """Arrow-key presses on the rank stepper's slider until it reads ``target``: a press JupyterLab takes
-    while it is still busy after Run All is pressed again (the slider, not the keyboard, is under test)."""
+    """Arrow-key presses on the rank stepper's slider until it reads ``target``, one at a time: each press waits
+    for the slider to move before the next (a busy JupyterLab applies presses late, and a second press sent
+    before the first landed would overshoot); a press it dropped is made again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     handle = page.locator(".widget-slider .noUi-handle").first   # the rank stepper is the notebook's first slider
+    now = lambda: round(float(handle.get_attribute("aria-valuenow")))      # noqa: E731
     for _ in range(2 * (target - current) + 5):
-        if round(float(handle.get_attribute("aria-valuenow"))) >= target:
+        at = now()
+        if at >= target:
             break
         handle.focus()
         handle.press("ArrowRight")
-    assert round(float(handle.get_attribute("aria-valuenow"))) == target
+        try:
+            page.wait_for_function("([h, v]) => Math.round(+h.getAttribute('aria-valuenow')) > v",
+                                   arg=[handle.element_handle(), at], timeout=5_000)
+        except PlaywrightTimeout:                        # the press was dropped: press again
+            pass
+    assert now() == target
 
 
 def _check_jump(page, expected: list[str]) -> None:

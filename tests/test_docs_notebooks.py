@@ -84,6 +84,7 @@ def test_the_site_renders_the_stored_outputs_of_a_temp_copy(tmp_path):
     (repo / "notebooks" / "workshop").mkdir(parents=True)
     for nb in REPO.glob("notebooks/*.ipynb"):
         shutil.copy(nb, repo / "notebooks" / nb.name)
+    shutil.copy(REPO / "notebooks" / "glossary.md", repo / "notebooks" / "glossary.md")   # the glossary page's words
     for nb in REPO.glob("notebooks/workshop/*.ipynb"):          # the workshop route links the exercises
         shutil.copy(nb, repo / "notebooks" / "workshop" / nb.name)
     # the pages other parts of the repo may add

@@ -267,7 +267,7 @@ def test_every_page_loads_offline_without_errors(site, browser):
 
 
 PLAY_ICON_FONT = """() => {
-  const icons = [...document.querySelectorAll('.widget-play button i')];
+  const icons = [...document.querySelectorAll('.widget-play button i')].filter(i => i.closest('button').offsetParent);
   return icons.map(i => {
     const family = getComputedStyle(i).fontFamily.split(',')[0].replace(/["']/g, '').trim();
     const weight = getComputedStyle(i).fontWeight;

@@ -87,6 +87,10 @@ def _term_roles(text: str, terms: dict[str, str], where: str) -> str:
 
 def _glossary_links(app, docname, source):
     root = Path(app.srcdir)
+    if not (root / GLOSSARY).is_file():
+        if docname.startswith("notebooks/") or GLOSSARY_MARKER in source[0]:
+            logger.warning(f"{docname}: {GLOSSARY} is missing: the glossary's words and the notebooks' links need it")
+        return
     if docname.startswith("notebooks/"):
         source[0] = _term_roles(source[0], glossary_terms(root), docname)
     elif GLOSSARY_MARKER in source[0]:
