@@ -27,7 +27,7 @@ PIN = re.compile(r"(?P<q>`{1,2})(?P<file>(?:[\w.-]+/)*[\w.-]+\.(?:py|cpp|h)):(?P
                  r"(?: (?P<text>[^`]+?))?(?P=q)")
 LOOSE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]+\.(?:py|cpp|h):\d+|`:\d+(?:-\d+)?`")
 OWN = ("explainer/", "tests/", "scripts/")    # pins into this repository, checked against its own files
-PLACES = ("SOURCES.md", "README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "docs/*.md", "notebooks/*.ipynb",
+PLACES = ("SOURCES.md", "README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "docs/*.md", "notebooks/*.md", "notebooks/*.ipynb",
           "notebooks/workshop/*.ipynb", "explainer/**/*.py", "scripts/*")
 
 
