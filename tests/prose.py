@@ -139,7 +139,9 @@ KNOWN_NAMES = frozenset({
     "True", "False", "None", "bool", "int", "float", "dict", "list", "str", "print", "assert", "getattr",
     "hasattr", "torch", "torch.Generator", "torch.manual_seed", "torch.distributed", "torch.sort", "torch.cumsum",
     "multinomial", "argmax", "softmax", "rand", "int32", "int64", "float32", "fp32", "bfloat16", "nn.Module",
-    "forward", "state_dict", "numpy", "pip", "pytest",
+    "forward", "state_dict", "numpy", "pip", "pytest", "os", "sys", "json", "subprocess", "pickle",
+    "AssertionError", "NotImplementedError", "ValueError", "RuntimeError", "AttributeError", "TypeError", "KeyError",
+    "OSError", "TimeoutError", "Exception",
 })
 
 
