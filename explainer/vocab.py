@@ -28,7 +28,7 @@ COMM_GATES = ("pre-40150", "post-40150")           # the PP group's tensor-dict 
 REQUEST_STATE_FIELDS = ("accepted_canvas_history", "accepted_canvas_history_len", "argmax_canvas", "canvas",
                         "confident", "draft_tokens", "is_encoder_phase", "num_computed_tokens", "prompt_len",
                         "self_conditioning_embeds", "step")
-# What a non-last rank reads but only the last rank's sampler writes; state sync (PR #52015) sends these.
+# What a non-last rank reads but only the last rank's sampler advances; state sync (PR #52015) sends these.
 STATE_SYNC_FIELDS = ("draft_tokens", "is_encoder_phase", "self_conditioning_embeds")
 FIRST_RANK_ONLY_FIELDS = ("self_conditioning_embeds",)   # read by prepare_inputs (embed + SC) on the first rank only
 # A rank's view of a request in the trace (``ModelRunner.view``), in the order the renderers show it.

@@ -1,4 +1,4 @@
-"""The async PP schedule (vLLM #42187): same five outcomes as sync, deferred consumption, need_sampled."""
+"""The async PP schedule (vLLM #42187): same five outcomes as sync, deferred consumption, need_sampled_mask."""
 
 import pytest
 import torch

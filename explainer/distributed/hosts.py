@@ -8,11 +8,11 @@ CAP_SYS_ADMIN + CAP_NET_ADMIN):
   only inside these namespaces; there is no route anywhere else, and IPv6 is switched off);
 * its own mount namespace with a private tmpfs on ``/dev/shm`` (``unshare --mount``), so the hosts
   cannot open each other's shared-memory segments, and its own hostname (``unshare --uts``);
-* its own launcher: ``python -m explainer.distributed.hosts_node`` picks the node's port the way
-  vLLM's executor picks ``distributed_init_method`` on each node, exports it as
-  ``EXPLAINER_DIST_IDENT`` (vLLM: ``VLLM_DIST_IDENT``) and execs ``torchrun --nnodes N
-  --nproc-per-node 1 --node-rank k --master-addr 10.213.15.1 --rdzv-backend static`` running
-  ``explainer.distributed.hosts_rank``. gloo talks over ``eth0`` (``GLOO_SOCKET_IFNAME``).
+* its own launcher: ``python -m explainer.distributed.hosts_node`` picks the node's own port (as each vLLM
+  node's executor picks its own ``distributed_init_method``: in 0.32.0 a ``vllm_dist_<uuid>`` file, a port in
+  older versions and here), exports it as ``EXPLAINER_DIST_IDENT`` (vLLM: ``VLLM_DIST_IDENT``) and execs
+  ``torchrun --nnodes N --nproc-per-node 1 --node-rank k --master-addr 10.213.15.1 --rdzv-backend static``
+  running ``explainer.distributed.hosts_rank``. gloo talks over ``eth0`` (``GLOO_SOCKET_IFNAME``).
 
 ``launch(fn, args=...)`` mirrors ``explainer.distributed.launch.launch``: it returns one
 ``RankResult`` per rank. Every set-up and teardown step has a timeout, and a failing step raises

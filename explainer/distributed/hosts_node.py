@@ -4,10 +4,11 @@ Started by ``explainer.distributed.hosts`` as
 ``ip netns exec NS unshare --mount --uts --propagation private -- python -m explainer.distributed.hosts_node ...``.
 In order: mount a private tmpfs on ``/dev/shm`` (this host's segments only) and leave a marker file
 there (``host0-marker``: the other host must never see it), set the hostname, pick
-this node's port as vLLM's executor does on every node (``get_open_port()`` for its
-``distributed_init_method``; the CPU worker exports the port as ``VLLM_DIST_IDENT``, here
-``EXPLAINER_DIST_IDENT``), then exec ``torchrun`` for this node. Nothing here is told the ident: it
-comes from this host's own network namespace, so two hosts pick theirs independently.
+this node's own port and export it as ``EXPLAINER_DIST_IDENT``, then exec ``torchrun`` for this node.
+That mirrors vLLM, where each node's executor picks its own ``distributed_init_method`` and the CPU worker derives
+``VLLM_DIST_IDENT`` from it. In 0.32.0's multiproc executor that method is a ``vllm_dist_<uuid>`` file; a ``tcp://``
+port in older versions, and here. Nothing here is told the ident: it comes from this host's own network
+namespace, so two hosts pick theirs independently.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from explainer.errors import UsageError
 
 
 class NothingPendingError(TimeoutError):
-    """A receive found nothing from its peer: in a real group this call would block forever."""
+    """A receive found nothing from its peer: in a real group this call would block until the backend's timeout
+    (PyTorch's defaults: 600 s for NCCL, 1800 s for gloo)."""
 
 
 class InProcessWorld:
@@ -108,12 +109,13 @@ class InProcessPPGroup:
         return queue.popleft()
 
     def isend_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> list:
-        """``send_tensor_dict`` with vLLM 0.32.0's signature: the copy is queued at once, so no handle to wait."""
+        """``send_tensor_dict`` returning handles, as vLLM 0.32.0's does: the copy is queued at once, so none."""
         self.send_tensor_dict(tensor_dict, dst)
         return []
 
     def irecv_tensor_dict(self, src: int | None = None) -> tuple[dict[str, Any], list]:
-        """``recv_tensor_dict`` with vLLM 0.32.0's signature: (the dict, no handle to wait)."""
+        """``recv_tensor_dict`` as a pair: (the dict, no handle to wait). vLLM 0.32.0's returns a third item, the
+        post-processing calls of its all-gather option, which the toy does not have."""
         return self.recv_tensor_dict(src), []
 
     # --- collective ---

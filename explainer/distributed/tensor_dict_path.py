@@ -94,7 +94,8 @@ class TensorDictPaths:
 
     def irecv_tensor_dict(self, src: int | None = None) -> tuple[dict[str, Any] | None, list]:
         """Receive the metadata (blocking), allocate each tensor and post its ``irecv``: (dict, handles). The
-        tensors hold their values once the handles are waited."""
+        tensors hold their values once the handles are waited. vLLM 0.32.0's also returns the post-processing
+        calls of its all-gather option, which the toy does not have."""
         if not dist.is_initialized() or self.world_size == 1:
             return None, []
         src = self._transfer_peer(src, -1)

@@ -15,7 +15,7 @@ Every rank runs the same per-tick program, so the same code drives all ranks in 
 rank per process (``multiproc_executor.rank_program``):
 
     for each rank r (rank order): execute_model(step at stage r)   # top: consume the FIFO head
-                                  non-last: sample_tokens()          # posts the receive, returns nothing
+                                  non-last: sample_tokens()          # posts the receive, returns None
     last rank: sample_tokens() for the step at stage pp-1            # samples, broadcasts
     non-last ranks: deliver that step's receive                      # the side stream completes
 

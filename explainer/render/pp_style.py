@@ -6,7 +6,7 @@ from explainer.model import task
 from explainer.render.canvas import Glyphs
 from explainer.vocab import VIEW_FIELDS
 
-# How each field of vocab.STATE_SYNC_FIELDS (what a non-last rank reads but only the last rank's sampler writes)
+# How each field of vocab.STATE_SYNC_FIELDS (what a non-last rank reads but only the last rank's sampler advances)
 # is drawn: its shape, for a plan that was not run, and the stage node that reads it. The pictures list the
 # fields in FIELD_SHAPE's order (a test checks both tables name exactly the synced fields).
 FIELD_SHAPE = {"is_encoder_phase": "bool [n]", "self_conditioning_embeds": "float32 [n, CL, H]",

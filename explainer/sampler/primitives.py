@@ -12,10 +12,16 @@ RNG order, the same as HF's so the same seed gives the same tokens: one ``randin
 canvas (``loop.generate``), then per step one ``multinomial`` over ``B*L`` rows followed by one
 ``randint(0, V, (B, L))``; nothing else.
 
-``draw="gumbel"`` swaps the candidate draw for vLLM ``DiffusionSampler``'s (``_compiled_sample_step``):
-one ``rand_like`` over the whole ``[B, L, V]`` processed logits, ``argmax(processed - log(-log u))``,
-then the same ``randint`` for renoise. Both draws sample softmax(processed) exactly (the Gumbel-max
-trick), but they turn the random stream into tokens differently, so under the same seed they give
+``draw="gumbel"`` swaps the candidate draw for Gumbel-max, the draw of vLLM's ``DiffusionSampler``: one uniform
+``u`` per logit, clamped at 1e-20, and ``argmax(processed - log(-log u))``, then the same ``randint`` for renoise.
+vLLM draws it in ``sample_row_stats``, per tile of requests
+(``model_executor/models/diffusion_gemma.py:1526-1532 seed = int(torch.randint(0, 2**31 - 1, (1,)).item())``).
+On CUDA that is a Triton kernel seeded by one ``randint`` per tile
+(``model_executor/models/diffusion_gemma_sampler.py:84-86 gumbel = -tl.log(-tl.log(u))``). Elsewhere its PyTorch
+reference draws ``rand_like`` over the tile's ``[rows, V]`` logits
+(``model_executor/models/diffusion_gemma_sampler.py:158-167 u = torch.rand_like(scaled).clamp(min=1e-20)``);
+the toy's draw is that reference over one request's ``[1, L, V]``. Both draws sample softmax(processed) exactly
+(the Gumbel-max trick), but they turn the random stream into tokens differently, so under the same seed they give
 different tokens: vLLM is not token-identical to transformers even with identical logits and seed.
 """
 
@@ -129,8 +135,8 @@ def multinomial_draw(processed: torch.Tensor, generator: torch.Generator | None 
 
 
 def gumbel_max_draw(processed: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """vLLM ``_compiled_sample_step`` phase 2: u = rand_like([B, L, V]).clamp(min=1e-20),
-    candidate = argmax(processed + (-log(-log u))). Same law as ``multinomial_draw``, other tokens."""
+    """Gumbel-max as vLLM's PyTorch reference ``sample_row_stats_reference`` draws it: u = rand([B, L, V]).clamp(
+    min=1e-20), candidate = argmax(processed + (-log(-log u))). Same law as ``multinomial_draw``, other tokens."""
     u = torch.rand(processed.shape, dtype=torch.float32, device=processed.device,
                    generator=generator).clamp(min=1e-20)
     gumbel = -torch.log(-torch.log(u))

@@ -1,9 +1,10 @@
 """Communicator scenarios: vLLM PR #40150 on real rank processes (``registry.SCENARIOS`` lists them).
 
 Two PP ranks (real processes, gloo on 127.0.0.1, shared memory in /dev/shm) hand over one PP
-intermediate-tensor dict, rank 0 -> rank 1. "Nodes" are simulated as vLLM's multi-node executor
-makes them: each node picks its own free port, which becomes its ``EXPLAINER_DIST_IDENT`` (vLLM's
-``VLLM_DIST_IDENT``), so the SHM group names of ranks on different nodes disagree.
+intermediate-tensor dict, rank 0 -> rank 1. "Nodes" are simulated as vLLM's executors make them, one per node,
+each with its own init method: here each node picks its own free port, which becomes its ``EXPLAINER_DIST_IDENT``
+(vLLM's ``VLLM_DIST_IDENT``; in 0.32.0 a ``vllm_dist_<uuid>`` file name), so the SHM group names of ranks on
+different nodes disagree.
 
 * ``comm-same-node``           one node: SHM backend, custom path, the dict arrives.
 * ``comm-inter-node-pre-fix``  two nodes, pre-#40150 gate: fallback to torch.distributed, but the

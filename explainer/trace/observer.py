@@ -83,7 +83,7 @@ class RankObserver:
                           transfers=transfers)
 
     def broadcast_skipped(self) -> None:
-        self.trace.record(self.rank, "broadcast", "need_sampled mask is None: no request finishes a prefill or "
+        self.trace.record(self.rank, "broadcast", "compute_need_sampled_mask is None: no request finishes a prefill or "
                           "decodes, the broadcast returns early", data={"skipped": True})
 
     def received_back_channel(self, names) -> None:

@@ -19,7 +19,7 @@ from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
 
 class AsyncModelRunner(ModelRunner):
     """``ModelRunner`` on the async schedule: consume at the top of ``execute_model``; non-last ranks'
-    ``sample_tokens`` only post the receive and return nothing."""
+    ``sample_tokens`` only post the receive and return ``None`` (vLLM's return a KV-connector-only output)."""
 
     def __init__(self, config, group, trace):
         super().__init__(config, group, trace)
@@ -86,7 +86,7 @@ class AsyncModelRunner(ModelRunner):
             if self.pp.enabled and not self.is_last_rank:
                 self.pp.post_receive(self._step, batch, None)
             return ModelRunnerOutput([], [], [], {}) if self.is_last_rank else None
-        if not self.is_last_rank:                                # post the receive, return nothing
+        if not self.is_last_rank:                                # post the receive, return None
             self.observer.enter("receive")
             posted = self.pp.post_receive(self._step, batch, self._mask)
             self.observer.posted_receive(self._step, posted is not None)

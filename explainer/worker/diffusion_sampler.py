@@ -1,14 +1,15 @@
-"""``DiffusionSampler``: the only writer of the canvas state, on the last PP rank (vLLM's class of the same name
-in ``models/diffusion_gemma.py``, with ``_compiled_sample_step``).
+"""``DiffusionSampler``: on the last PP rank, the one part that advances the canvas state (vLLM's class of the same
+name in ``models/diffusion_gemma.py``). Every rank's ``add_request`` initialises that state.
 
 A commit step emits the canvas's argmax (``canvas_length`` tokens) and draws a fresh canvas; a denoise step
 runs ``sampler.denoise_step`` (temperature, candidate draw, entropy-bound acceptance, renoise) and the
 stable-and-confident stopping rule, and rejects every scheduled token. The candidate draw
-(``EngineConfig.sampler_draw``): ``"multinomial"`` (HF's, default) or ``"gumbel"`` (vLLM ``DiffusionSampler``'s
-Gumbel-max over a ``rand`` of [1, CL, V]). The toy keeps one generator per request (seeded like vLLM's
-per-request ``seed``); vLLM's DiffusionSampler draws from the global RNG for the whole batch, so its tokens
-also depend on the batch. ``sampled`` is int32 as vLLM's ``_sampled`` buffer (the PP back-channel's int64
-assert trips on it); ``pp_mode`` other than ``generic`` casts it to int64.
+(``EngineConfig.sampler_draw``): ``"multinomial"`` (HF's, default) or ``"gumbel"``: Gumbel-max in the form of
+vLLM's PyTorch reference (``rand_like`` over the logits; vLLM draws it in ``sample_row_stats``, see
+``explainer.sampler.primitives``). The toy keeps one generator per request, seeded by the request's ``seed``.
+That is the toy's choice: vLLM's DiffusionSampler ignores per-request seeds and draws from the global RNG for the
+whole batch, so its tokens also depend on the batch. ``sampled`` is int32 as vLLM's ``_sampled`` buffer (the PP
+back-channel's int64 assert trips on it); ``pp_mode`` other than ``generic`` casts it to int64.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from explainer.worker.states import RequestState
 
 
 class DiffusionSampler:
-    """Last rank only (vLLM builds it in the worker's ``load_model`` on the last PP rank). Per-request generators
-    (vLLM's per-request ``seed``) make a request's tokens independent of the batch and equal to
-    ``explainer.sampler.generate`` for the same seed."""
+    """Last rank only: vLLM's model runner builds it in ``load_model`` on the last PP rank, through the model
+    state's ``custom_sampler``. The toy's per-request generators make a request's tokens independent of the batch
+    and equal to ``explainer.sampler.generate`` for the same seed."""
 
     def __init__(self, config: EngineConfig, model, model_state: DiffusionGemmaModelState, req_state: RequestState):
         self.config, self.model, self.model_state = config, model, model_state

@@ -2,8 +2,8 @@
 
 Every PP rank owns a ``ModelRunner``: its slice of layers, its own ``RequestState`` (num_computed_tokens,
 draft_tokens, all_token_ids) and its own ``DiffusionGemmaModelState`` holding the per-request canvas
-state (``DiffusionGemmaRequestStates``, ``states.py``). Only the last rank builds the
-``DiffusionSampler`` (the only writer of that state). One engine step on a rank is
+state (``DiffusionGemmaRequestStates``, ``states.py``), which every rank initialises in ``add_request``. Only the
+last rank builds the ``DiffusionSampler``, the one part that advances that state. One engine step on a rank is
 
     execute_model(scheduler_output, intermediate_tensors)
                                       # add/remove requests, prepare_inputs (first rank: embed + SC),

@@ -8,18 +8,22 @@ relay the runner calls (``v1/worker/gpu/model_runner.py:2263-2273 self.pp_handle
 With ``pp_schedule="async"`` every stage works on a different batch each tick (one batch in flight per
 stage) and nobody waits for the back-channel inside a step:
 
-* the last rank samples step T and broadcasts ``sampled_token_ids`` [n, num_spec+1] int64 (its int64
-  ``assert`` comes *after* the ``need_sampled`` early return), ``num_sampled_num_rejected`` [2, n]
+* the last rank samples step T and broadcasts ``sampled_token_ids`` [n, num_speculative_steps + 1] int64 (its int64
+  ``assert`` comes *after* the early return on a ``None`` mask), ``num_sampled_num_rejected`` [2, n]
   int32 and, because ``num_speculative_steps`` = CL > 0, ``draft_tokens`` [n, CL] int64;
-* a non-last rank's ``sample_tokens`` only *posts* the receive (vLLM: on a side stream), advances its
-  ``num_computed_tokens`` optimistically (already done in ``execute_model``) and returns nothing;
+* a non-last rank's ``sample_tokens`` only *posts* the receive (vLLM: on a side stream). vLLM's then advances
+  ``num_computed_tokens`` optimistically and returns a KV-connector-only output
+  (``v1/worker/gpu/model_runner.py:2110-2127 ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)``).
+  The toy advances ``num_computed_tokens`` earlier, in ``execute_model`` after the forward, and returns ``None``;
 * the posted receive sits in a FIFO pre-seeded with ``pp_size`` empty slots and is consumed ``pp_size``
   steps later, at the top of ``execute_model`` (``update_pp_decode_requests`` ->
   ``get_prev_sampled_outputs`` -> post_update: roll back ``num_computed_tokens``, append the sampled
   ids, take the drafts), skipping requests freed since (a per-slot generation counter);
 * both sides decide independently whether the collective happens this step
   (``compute_need_sampled_mask``: does any request finish its prefill or decode?). They must agree, or
-  the collective never pairs up: here a bounded wait that names the peer (vLLM: a hang).
+  the collective never pairs up. Here that is a bounded wait that names the peer. In vLLM the broadcast waits until
+  the NCCL watchdog's timeout takes the group down (PyTorch's default, 600 s:
+  ``config/parallel.py:360-363 PyTorch's default timeout is used (600s for NCCL)``).
 
 Where this toy is exact and where it is not:
 

@@ -1,21 +1,23 @@
 """``PPHandler``: what crosses pipeline stages on the synchronous schedule (vLLM #33960's
-``v1/worker/gpu/pp_handler.py`` at ``62900c5``; the asynchronous #42187 handler is ``pp_async.py``).
+``v1/worker/gpu/pp_handler.py`` at ``62900c5``; the asynchronous handler, as 0.32.0 runs it, is ``pp_async.py``).
 
-Which revision this models, precisely: #33960's *timing* (a broadcast every step, no ``need_sampled`` mask, no
-draft ids) with the later ``pp_utils.py`` ``PPHandler.broadcast``'s *payload* (the int64 assert, the ids padded
-to ``num_spec + 1``, the two counts stacked into one tensor; vLLM 0.32.0
+Which revision this models, precisely: #33960's *timing* (a broadcast every step, no ``need_sampled_mask``, no
+draft ids) with the later ``PPHandler.broadcast``'s *payload* (the int64 assert, the ids padded to
+``max_sample_len`` = ``num_speculative_steps + 1``, the two counts stacked into one tensor; vLLM 0.32.0
 ``v1/worker/gpu/pp_utils.py:259 assert sampled_token_ids.dtype == torch.int64``).
 #33960's own handler sent the ids as they were, in three separate broadcasts, with no assert, padding or stacking.
+The toy's ``num_spec`` is vLLM's ``num_speculative_steps``.
 
 Forward path: the ``Worker`` (``worker.py``) sends a non-last rank's ``IntermediateTensors`` to the next rank
 and receives them on a non-first rank; the runner copies them into its persistent buffer
 (``make_empty_intermediate_tensors``).
 
-Back-channel from the last rank, after sampling, every step (this schedule has no ``need_sampled``
-mask and no draft ids; the later #42187 handler has both). Generic modes send what #33960 sends:
+Back-channel from the last rank, after sampling, every step. This schedule has no ``need_sampled_mask`` and no
+draft ids; the asynchronous schedule came with #42187, and the draft relay with #50514 and #46994. Generic modes
+send the later ``PPHandler.broadcast`` payload on #33960's timing:
 
-    sampled_token_ids   [num_reqs, num_spec + 1] int64   (an int64 assert first; inferred to be the
-                                                         warmup crash, no traceback was quoted)
+    sampled_token_ids   [num_reqs, num_speculative_steps + 1] int64   (an int64 assert first; inferred to be
+                                                                      the warmup crash)
     num_sampled_num_rejected  [2, num_reqs] int32
 
 Receivers pre-allocate both. Mode ``state-sync`` (open vLLM PR #52015) also broadcasts what every rank

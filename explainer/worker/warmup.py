@@ -1,4 +1,4 @@
-"""``warmup_kernels`` (vLLM ``v1/worker/gpu/warmup.py`` at ``009cf8a``, PR #36280).
+"""``warmup_kernels`` (vLLM ``v1/worker/gpu/warmup.py``, PR #36280; read at ``009cf8a`` and in 0.32.0).
 
 Fake ``_warmup_{i}_`` requests go through the executor's real ``execute_model`` / ``sample_tokens`` on
 every rank, so the PP communication (intermediate tensors forward, the back-channel broadcast) really
@@ -6,11 +6,16 @@ runs and a PP bug surfaces here, before the first user request. As in vLLM:
 
 * the prompt is ``list(range(decode_query_len + 1))``: ``canvas_length + 1`` tokens for DiffusionGemma
   (``decode_query_len`` = CL, no bonus token), so the prefill is never mistaken for a decode batch;
-* one prefill step, then up to five decode steps (vLLM: 5 when ``num_speculative_steps > 0``) that
-  schedule CL tokens per request with placeholder drafts ``[0] * CL``;
-* then one step that finishes the requests.
+* one prefill step, then decode steps, then one step that finishes the requests.
 
-What the toy simplifies: vLLM warms ``min(max_num_seqs, max_num_batched_tokens // (CL + 1))`` requests
+vLLM's decode steps are a mix (``v1/worker/gpu/warmup.py:435-451 decode_steps.append(([0, 1], [False, False]))``).
+With two or more requests and speculative steps there are five: every request with placeholder drafts
+``[0] * num_speculative_steps``; requests 0 and 1, one with drafts and one as a one-token decode without;
+both without; request 0 with; request 0 without. Its ``num_decode_steps`` (5 with speculative steps) is the
+upper bound on those steps and sizes the KV blocks it reserves.
+
+What the toy simplifies: its five decode steps all schedule CL tokens for every request, with placeholder
+drafts ``[0] * CL``. vLLM warms ``min(max_num_seqs, max_num_batched_tokens // (CL + 1))`` requests
 (further capped by free KV blocks), reserves KV blocks for them, passes a grammar bitmask on the prefill
 step and may run an extra mixed prefill+decode step; the toy warms ``min(2, max_num_seqs)`` requests and
 has no KV blocks or structured outputs. The toy's runner, unlike vLLM's, keeps its own

@@ -151,7 +151,7 @@ def gate_rank(table: list[dict]) -> dict:
 
 
 def _launch(table: list[dict], nodes: int) -> dict:
-    idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # vLLM: the node's port
+    idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # one ident per node
     node_of = [0, 0] if nodes == 1 else [0, 1]
     seconds = budget()
     env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(seconds + 2)} for r in range(2)]

@@ -133,7 +133,9 @@ def shm_ops_available() -> bool:
 
 
 def default_ident() -> str:
-    """Per-node identity. vLLM uses the port of the node's own ``distributed_init_method``."""
+    """The toy's per-node identity (vLLM's ``VLLM_DIST_IDENT``): a port. vLLM 0.32.0's CPU worker takes it from the
+    node's own ``distributed_init_method``: the file name of a ``file://`` method (the multiproc executor's
+    ``vllm_dist_<uuid>``), else the port of a ``tcp://`` one."""
     if os.environ.get("EXPLAINER_DIST_IDENT"):
         return os.environ["EXPLAINER_DIST_IDENT"]
     return f"{socket.gethostname()}:{os.environ.get('MASTER_PORT', '0')}"
