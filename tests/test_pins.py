@@ -63,6 +63,16 @@ def test_a_pin_without_text_a_loose_reference_and_a_missing_file_fail(tmp_path):
     assert any("gone.py" in f and "no such file in the installed vLLM" in f for f in failures)
 
 
+def test_a_pin_whose_range_is_far_longer_than_its_text_fails(tmp_path):
+    body = "def make_group_name():\n" + "    x = 1\n" * 60 + "    return 'cpushm'\n"
+    repo, vllm = product(tmp_path, "Whole: `distributed/comm.py:1-62 return 'cpushm'`.\n"
+                                   "Near: `distributed/comm.py:22-62 return 'cpushm'`.\n")
+    (vllm / "distributed" / "comm.py").write_text(body)
+    (failure,) = pins.check(repo, vllm)["failures"]
+    assert failure == ("docs/page.md:1: `distributed/comm.py:1-62` spans 62 lines for a text of 1: narrow it to the "
+                       "lines the claim is about (at most 40 more than the text's)")
+
+
 def test_without_the_vllm_environment_the_checker_says_so_and_does_not_agree(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLAINER_VLLM_VENV", str(tmp_path / "none"))
     (row,) = pins.rows()

@@ -7,7 +7,9 @@ enough), or this repository's (``explainer/...``). ``check`` reads every place t
 SOURCES.md, the docs, the notebooks, the package's docstrings and comments) and, for each pin, looks for its text
 with layout ignored (``drift.normalize``) inside the cited lines. A pin fails when its file is missing or ambiguous,
 when a span names a file and line but no text, or when the text is not inside the lines: then the failure says
-where the text is now (its line range in the installed file), so the next vLLM release says what to update.
+where the text is now (its line range in the installed file), so the next vLLM release says what to update. A pin
+also fails when its range holds more than ``MAX_SLACK`` lines beyond its text's: the text would be found, but the
+range would cover far more than the claim is about (a whole function for one condition inside it).
 A line reference outside a pin (a file name, a colon and a line number loose in prose, or a colon and a number
 alone in a code span) fails too: it would escape the check. Reads files only: runs in this venv, not in vLLM's.
 """
@@ -27,6 +29,7 @@ PIN = re.compile(r"(?P<q>`{1,2})(?P<file>(?:[\w.-]+/)*[\w.-]+\.(?:py|cpp|h)):(?P
                  r"(?: (?P<text>[^`]+?))?(?P=q)")
 LOOSE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]+\.(?:py|cpp|h):\d+|`:\d+(?:-\d+)?`")
 OWN = ("explainer/", "tests/", "scripts/")    # pins into this repository, checked against its own files
+MAX_SLACK = 40    # lines a pin's range may hold beyond its text's: a longer range hides what the claim is about
 PLACES = ("SOURCES.md", "README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "docs/*.md", "notebooks/*.md", "notebooks/*.ipynb",
           "notebooks/workshop/*.ipynb", "explainer/**/*.py", "scripts/*")
 
@@ -111,6 +114,10 @@ def check_pin(pin: Pin, vllm: Path | None, repo: Path) -> str | None:
         return f"{pin.where}: `{cited}`: {why}"
     lines = path.read_text(errors="replace").splitlines()
     if normalize(pin.text) in normalize("\n".join(lines[pin.first - 1:pin.last])):
+        a, b = span_of(pin.text, lines[pin.first - 1:pin.last])
+        if pin.last - pin.first - (b - a) > MAX_SLACK:
+            return (f"{pin.where}: `{cited}` spans {pin.last - pin.first + 1} lines for a text of {b - a + 1}: "
+                    f"narrow it to the lines the claim is about (at most {MAX_SLACK} more than the text's)")
         return None
     now = span_of(pin.text, lines)
     at = "nowhere in the file" if now is None else f"now at {now[0]}" + (f"-{now[1]}" if now[1] != now[0] else "")
