@@ -198,7 +198,11 @@ def test_a_mac_or_windows_gets_not_available_rows_that_do_not_fail(system):
         assert row.status == "not available here" and not row.blocking, row
         assert row.detail.startswith("not available here: ") and h.label in row.detail
     assert "torch.distributed fallback" in rows["shared memory"].detail
-    assert "not isolated" in rows["workshop jail"].detail and "verdicts are the same" in rows["workshop jail"].detail
+    jail = rows["workshop jail"].detail
+    if system == "darwin":            # checks fork from a warm process: limits only on a Mac, WSL2 on Windows
+        assert "not isolated" in jail and "verdicts are the same" in jail
+    else:
+        assert "checks do not run here" in jail and "WSL2" in jail
     assert not any(r.blocking for r in rows.values())            # everything else passes on this machine
     assert "3 not available here (nothing to fix)" in doctor_command.summary(list(rows.values()))
     assert " to fix;" not in doctor_command.summary(list(rows.values())) + ";"

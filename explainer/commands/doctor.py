@@ -24,6 +24,10 @@ ENGINE = False                      # a bare Python (no torch) must get its rows
 def check_workshop_jail(host: Host) -> Check:
     """bubblewrap making the workshop checks' jail (a real ``bwrap`` run with the jail's namespaces and binds)."""
     name = "workshop jail"
+    if host.windows:                  # the checks fork from a warm process (explainer.workshop.grader_process)
+        return Check(name, False, "not available here: Windows has no fork, so the exercise checks do not run "
+                     "here; the notebooks do. For the exercises use WSL2 (Ubuntu) and set up there as on Linux",
+                     unavailable=True)
     if host.system != "linux":
         return Check(name, False, f"not available here: {host.label} has no Linux namespaces, so exercise checks "
                      "run your code under resource limits only, not isolated from this machine (the verdicts are "
