@@ -311,6 +311,17 @@ def test_hosts_dot_draws_each_host_the_link_and_the_outcome():
     subprocess.run(["dot", "-Tsvg"], input=dot_pre, text=True, check=True, capture_output=True, timeout=30)
 
 
+def test_a_live_run_says_how_long_it_took_when_and_under_what_load(monkeypatch):
+    monkeypatch.setattr(hosts_record, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(hosts_record, "run_record", lambda name, gate=None: (time.sleep(0.2), {"scenario": name})[1])
+    record, why = hosts_record.live("comm-inter-node-fixed")
+    assert why is None and record["scenario"] == "comm-inter-node-fixed"
+    m = record["measured"]
+    assert 0.2 <= m["seconds"] < 5 and m["at"].endswith(" UTC") and len(m["loadavg"]) == 2
+    line = hosts_record.measured_line(record)
+    assert line.startswith(f"this run took {m['seconds']:.1f} s (") and m["at"] in line and "load " in line
+
+
 def test_live_says_why_when_this_kernel_cannot_create_hosts(monkeypatch):
     monkeypatch.setattr(host_namespaces, "_effective_caps", lambda: 0)
     record, why = hosts_record.live("comm-inter-node-fixed")

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from explainer.distributed.host_namespaces import unavailable_reason
@@ -60,11 +62,23 @@ def load_stored(name: str, gate: str | None = None, path: Path = STORE) -> dict:
 
 
 def live(name: str, gate: str | None = None) -> tuple[dict | None, str | None]:
-    """(record, None) after a live two-host run, or (None, why this kernel cannot create hosts)."""
+    """(record, None) after a live two-host run, or (None, why this kernel cannot create hosts). A live record
+    also says how long the run took, when, and the machine's 1-minute load before and after (``measured``)."""
     why = unavailable_reason()
     if why:
         return None, why
-    return run_record(name, gate), None
+    load, when, start = os.getloadavg()[0], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.monotonic()
+    record = run_record(name, gate)
+    record["measured"] = {"seconds": round(time.monotonic() - start, 1), "at": when,
+                          "loadavg": (round(load, 2), round(os.getloadavg()[0], 2)), "cpus": os.cpu_count()}
+    return record, None
+
+
+def measured_line(record: dict) -> str:
+    """How long a live run took, when and under what load: a stored figure means little without it."""
+    m = record["measured"]
+    before, after = m["loadavg"]
+    return f"this run took {m['seconds']:.1f} s ({m['at']}, load {before:.1f} -> {after:.1f} on {m['cpus']} CPUs)"
 
 
 def store_all(path: Path = STORE) -> dict:
