@@ -4,6 +4,7 @@
 For each notebook (notebooks/*.ipynb and notebooks/workshop/*.ipynb), opened WITHOUT running a cell:
 - every stored diagram renders as a picture (`.jp-RenderedSVG img`), never as `<graphviz.sources.Source at 0x…>`;
 - stored HTML keeps its `<style>` (JupyterLab strips it from untrusted notebooks);
+- an output stored folded (the exercises' stub checks) stays folded: JupyterLab shows its placeholder;
 - every stored widget renders from the notebook's saved widget state, never as `VBox(children=…)` text, and
   every stepper (a Stack whose selected_index is jslinked to a slider or buttons, read from that state) steps;
 - no news pop-up.
@@ -47,7 +48,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
 def stored(nb: Path) -> dict:
     """What the notebook file holds: SVG and widget outputs, styled HTML, and its steppers with their control."""
     data = json.loads(nb.read_text())
-    outputs = [o for c in data["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    folded = [c for c in data["cells"] if c["cell_type"] == "code" and c.get("outputs")
+              and c.get("metadata", {}).get("jupyter", {}).get("outputs_hidden")]
+    outputs = [o for c in data["cells"] if c["cell_type"] == "code" and not any(c is f for f in folded)
+               for o in c.get("outputs", [])]                 # what shows; a folded output renders when unfolded
     state = data["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     ref = lambda v: v[len("IPY_MODEL_"):]                                       # noqa: E731
     driver = {}                                         # Stack model id -> model name of the control linked to it
@@ -64,7 +68,7 @@ def stored(nb: Path) -> dict:
     views = [o["data"][WIDGET_VIEW]["model_id"] for o in outputs if WIDGET_VIEW in o.get("data", {})]
     hidden = sum(bool(c.get("metadata", {}).get("jupyter", {}).get("source_hidden"))
                  for c in data["cells"] if c["cell_type"] == "code")
-    return {"hidden_code_cells": hidden, "svg": sum("image/svg+xml" in o.get("data", {}) for o in outputs),
+    return {"hidden_code_cells": hidden, "folded_outputs": len(folded), "svg": sum("image/svg+xml" in o.get("data", {}) for o in outputs),
             "styled_html": any("<style" in "".join(o.get("data", {}).get("text/html", "")) for o in outputs),
             "views": views, "steppers": {k: controls(mid) for k, mid in enumerate(views) if controls(mid)}}
 
@@ -128,6 +132,7 @@ def open_rendered(page, base: str, nb: Path, want: dict, workspace: str):
     page.wait_for_function(f"document.querySelectorAll('.jp-RenderedSVG img').length >= {want['svg']}",
                            timeout=60_000)
     assert page.locator(".jp-RenderedSVG img").count() == want["svg"]
+    assert page.locator(".jp-OutputPlaceholder").count() == want["folded_outputs"], f"{nb.name}: folded outputs"
     for text in ("graphviz.sources.Source at", "graphviz.graphs.Digraph at", "VBox(children=", "HBox(children=",
                  "model not found", "Error displaying widget"):
         assert outputs.filter(has_text=text).count() == 0, f"{nb.name}: an output shows {text!r} instead of rendering"

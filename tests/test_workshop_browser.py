@@ -44,7 +44,9 @@ def test_learner_writes_the_solution_and_the_check_passes():
         setup = cells.filter(has_text="from explainer.workshop import check")
         stub = cells.filter(has_text="def entropy_bound_accept")
         check = cells.filter(has_text='check("accept", entropy_bound_accept)')
-        for cell in (setup, stub, check):              # the stub as stored: its check fails
+        stored = check.locator('.xp-ws[data-exercise="accept"]')
+        assert stored.count() == 0 or not stored.first.is_visible(), "the stub's stored check is not folded"
+        for cell in (setup, stub, check):              # the stub as stored: its check fails (running unfolds it)
             _run(page, cell)
         _panel(check, "fail")
         assert "✗ FAIL" in check.locator(".xp-ws").inner_text()
