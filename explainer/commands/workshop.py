@@ -16,12 +16,14 @@ reference once for a whole folder); bad input is refused before the session star
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from explainer.errors import UsageError
 from explainer.workshop import grading, learner, to_room
 from explainer.workshop.catalog import EXERCISES, get
+from explainer.workshop.grader_process import NO_FORK
 from explainer.workshop.jail.warm import WarmJail
 from explainer.workshop.report import Report
 from explainer.workshop.shown import inert
@@ -41,6 +43,8 @@ def configure(parser):
 def _grader(exercise_id: str):
     """This command's grading session: the warm jail starts first (its imports run beside ours), then torch and
     the exercises load here, only to grade."""
+    if not hasattr(os, "fork"):
+        raise UsageError(NO_FORK)
     jail = WarmJail()
     from explainer.workshop.grader import Grader
     return Grader((exercise_id,), jail=jail)

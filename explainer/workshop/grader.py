@@ -64,6 +64,8 @@ class Grader:
         torch.set_num_threads(1)                    # tiny tensors, a shared machine; and no thread pool at fork
         for ex_id in exercise_ids or tuple(exercises.EXERCISES):
             exercises.get(ex_id).reference()
+        self.jail.wait_ready()
+        self.jail.prepare()                         # the first check's learner's process, made now
 
     def check_file(self, exercise_id: str, path, env: dict | None = None) -> Report:
         """Grade one .py or .ipynb file (``workshop check ID FILE``)."""
@@ -86,6 +88,7 @@ class Grader:
                                     source=code.origin, function=code.function)
             pid = self._fork(ex, code, spawned, work, settings() if env is None else env)
             spawned.close()                          # the check holds them now: its end is the learner's end
+            self.jail.prepare()                      # the next check's learner's process, made meanwhile
             seen.add(pid)
             process_group.record(work, pid)
             killed, status = self._watch(pid, work, t0, seen)
@@ -108,6 +111,8 @@ class Grader:
             os.setsid()
             die_with_parent()
             self.jail.control.close()
+            if self.jail.spare is not None:          # not this check's
+                self.jail.spare.close()
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
             fd = os.open(work / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -26,6 +26,8 @@ from explainer.workshop.jail.warm import WarmJail
 from explainer.workshop.learner import LearnerCode
 from explainer.workshop.report import Report
 
+NO_FORK = ("workshop checks run in processes forked from a warm one: Linux (jailed) or macOS (limits only); "
+           "on Windows, run them in WSL")
 STARTUP = 120.0                  # seconds: imports, the jail's warm process and the references, on a loaded machine
 MARGIN = 30.0
 CAP = 120.0                      # = grader.hard_cap()'s default (that module loads torch; this one must not)
@@ -57,6 +59,8 @@ class GraderProcess:
         self.jail_setting, self.started, self.answered = setting, time.monotonic(), False
 
     def check(self, exercise_id: str, code: LearnerCode) -> Report:
+        if not hasattr(os, "fork"):
+            return Report.error(exercise_id, "internal", NO_FORK, source=code.origin, function=code.function)
         with self.lock:
             self.start()
             env = {k: v for k, v in os.environ.items()

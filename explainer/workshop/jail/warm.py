@@ -2,9 +2,10 @@
 
 ``WarmJail()`` starts the jail (``view.command``: bubblewrap) around the warm process (``zygote.py``), which
 imports torch and the exercises while the grader does its own imports, and a background scan for special files
-in the visible folders. ``spawn()`` asks the warm process for a learner's process and returns its ``Spawned``
-handle: the pipes the check talks over and the keeper socket (write on it or close it and the learner's process
-and everything it started are killed; it answers how the process ended). ``close()`` ends the jail; a grader that
+in the visible folders. ``spawn()`` returns a learner's process as its ``Spawned`` handle: the pipes the check
+talks over and the keeper socket (write on it or close it and the learner's process and everything it started
+are killed; it answers how the process ended). ``prepare()`` asks for the next one ahead of time, so a check
+starts without waiting for the namespaces to be made. ``close()`` ends the jail; a grader that
 dies takes it along (bubblewrap's ``--die-with-parent``).
 
 Where no jail can be made (``view.available()``), the warm process runs as a plain process and each learner's
@@ -60,6 +61,7 @@ class WarmJail:
         self.scan = view.special_files_scan() if self.isolated else None
         self.covers: list[str] | None = None
         self.ready = False
+        self.spare: Spawned | None = None                 # the next learner's process, asked for ahead of time
         self._start()
 
     def _start(self) -> None:
@@ -68,9 +70,10 @@ class WarmJail:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, CONTROL)
         argv = view.python_argv("explainer.workshop.jail.zygote") + [str(theirs.fileno()),
                                                                      "isolated" if self.isolated else "plain"]
+        self.errors = tempfile.TemporaryFile()            # bubblewrap's own error, read if the probe fails
         self.proc = subprocess.Popen(view.command(argv, warm=True) if self.isolated else argv,
                                      pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, env=view.clean_env() if self.isolated else _plain_env(),
+                                     stderr=self.errors, env=view.clean_env() if self.isolated else _plain_env(),
                                      cwd="/")
         theirs.close()
 
@@ -110,7 +113,8 @@ class WarmJail:
         """The last line the failed jail printed (bubblewrap's own error)."""
         try:
             self.proc.wait(2)
-            return (self.proc.stderr.read(4096).decode(errors="replace").strip().splitlines() or [""])[-1]
+            self.errors.seek(0)
+            return (self.errors.read(4096).decode(errors="replace").strip().splitlines() or [""])[-1]
         except (OSError, subprocess.TimeoutExpired, ValueError):
             return ""
 
@@ -120,8 +124,23 @@ class WarmJail:
         return view.notice((self.isolated, self.why))
 
     def spawn(self) -> Spawned:
-        """A fresh learner's process: its own namespaces, uid, scratch folder, limits."""
+        """A fresh learner's process: its own namespaces, uid, scratch folder, limits. It was asked for ahead of
+        time when a spare is pending (``prepare``), so a check does not wait for it."""
         self.wait_ready()
+        if self.spare is None:
+            self.prepare()
+        pending, self.spare = self.spare, None
+        answer = self._answer(30.0)
+        if "pid" not in answer:
+            pending.close()
+            raise JailError(f"the jail's warm process refused: {answer.get('error')}")
+        return pending
+
+    def prepare(self) -> None:
+        """Ask the warm process for the next learner's process now (made while the current check runs, or while
+        the learner reads): nothing of any learner's code reaches it before its own check hands it over."""
+        if self.spare is not None or not self.ready:
+            return
         uid = limits.check_uid()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -133,24 +152,23 @@ class WarmJail:
                    "isolated": self.isolated, "scratch": self.scratch}
         try:
             socket.send_fds(self.control, [json.dumps(request).encode()], theirs)
-            answer = self._answer(30.0)
         finally:
             for fd in theirs[:3]:
                 os.close(fd)
             keepers.close()
-        if "pid" not in answer:
-            raise JailError(f"the jail's warm process refused: {answer.get('error')}")
-        return Spawned(req_w, rep_r, out_r, ours.detach(), self.isolated)
+        self.spare = Spawned(req_w, rep_r, out_r, ours.detach(), self.isolated)
 
     def close(self, keep_scratch: bool = False) -> None:
+        if self.spare is not None:                        # its keeper ends it
+            self.spare.close()
+            self.spare = None
         try:
             self.control.close()                          # the warm process exits at once
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        self.errors.close()
         if keep_scratch:
             return
         if self.scan is not None and self.scan.poll() is None:
