@@ -43,7 +43,8 @@ def expected_view() -> set[str]:
         paths |= {str(p) for p in Path(b).parents if str(p) != "/"} | {b}
     for root, dirs, files in os.walk(view.PACKAGE):          # the package's own files, as they are on disk
         paths |= {os.path.join(root, n) for n in dirs + files}
-    return paths
+    inside = ("/usr/", "/proc/", sys.base_prefix + "/", sys.prefix + "/")      # the walk's skipped roots
+    return {p for p in paths if not p.startswith(inside)}
 
 
 WALK = """

@@ -1,8 +1,9 @@
 """A grading session: the warm jail and the warm reference once, then every check in fresh processes of its own.
 
 ``Grader()`` starts the warm jail (``jail.warm.WarmJail``: bubblewrap around a process that imports torch and the
-exercises once) and meanwhile does each exercise's reference work once (``Exercise.reference``: a real
-generation, PP=1's tokens). ``check(exercise_id, code)`` then reads top to bottom:
+exercises once) and does each exercise's reference work once (``warm``: ``Exercise.reference``, a real
+generation, PP=1's tokens), ahead of time or at its first check. ``check(exercise_id, code)`` then reads top to
+bottom:
 
 1. ``jail.spawn()``: a fresh learner's process in the warm jail (its own namespaces, uid, scratch folder, limits);
 2. ``os.fork()``: the trusted check process, in a session of its own (``check_process.run``): it asks the learner's
@@ -62,10 +63,17 @@ class Grader:
         process_group.sweep()
         self.jail = jail or WarmJail()              # its warm process imports while we prepare the reference
         torch.set_num_threads(1)                    # tiny tensors, a shared machine; and no thread pool at fork
-        for ex_id in exercise_ids or tuple(exercises.EXERCISES):
-            exercises.get(ex_id).reference()
+        self.warmed: set[str] = set()
+        for ex_id in exercise_ids or ():
+            self.warm(ex_id)
         self.jail.wait_ready()
         self.jail.prepare()                         # the first check's learner's process, made now
+
+    def warm(self, exercise_id: str) -> None:
+        """The exercise's reference work, once per session (every later check's process inherits it)."""
+        if exercise_id not in self.warmed:
+            exercises.get(exercise_id).reference()
+            self.warmed.add(exercise_id)
 
     def check_file(self, exercise_id: str, path, env: dict | None = None) -> Report:
         """Grade one .py or .ipynb file (``workshop check ID FILE``)."""
@@ -78,6 +86,7 @@ class Grader:
 
     def check(self, exercise_id: str, code: learner.LearnerCode, env: dict | None = None) -> Report:
         ex = exercises.get(exercise_id)
+        self.warm(ex.id)
         work = Path(tempfile.mkdtemp(prefix=f"{process_group.PREFIX}{os.getpid()}-"))
         t0, seen, pid = time.monotonic(), set(), None
         try:

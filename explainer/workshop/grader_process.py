@@ -22,6 +22,7 @@ import threading
 import time
 
 from explainer.distributed.procs import die_with_parent
+from explainer.workshop.catalog import EXERCISES
 from explainer.workshop.jail.warm import WarmJail
 from explainer.workshop.learner import LearnerCode
 from explainer.workshop.report import Report
@@ -125,24 +126,38 @@ def _cap(env: dict) -> float:
 
 def main() -> None:
     """The grader process: one ``Grader``, one answer line per request line, until stdin closes. The warm jail
-    starts first, so its imports run beside this process's own."""
+    starts first, so its imports run beside this process's own; while no request waits, the exercises' reference
+    work is done one by one (a check that comes first does its own exercise's first)."""
     die_with_parent()
     jail = WarmJail()
     from explainer.workshop.grader import Grader
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)                                          # nothing else reaches the kernel's channel
+    idle, buf = list(EXERCISES), b""
     with Grader(jail=jail) as grader:
-        for line in sys.stdin.buffer:
-            try:
-                req = json.loads(line)
-                report = grader.check(req["exercise"], LearnerCode(**req["code"]), env=req["env"])
-                data = report.to_json()
-                data.update(picture=report.picture, output=report.output)
-                answer = {"report": data, "process_ids": report.process_ids, "check_pid": report.check_pid}
-            except Exception as exc:                      # noqa: BLE001 - answered, the process goes on
-                answer = {"error": f"{type(exc).__name__}: {exc}"}
-            replies.write(json.dumps(answer) + "\n")
+        while True:
+            if b"\n" not in buf and idle and not select.select([0], [], [], 0)[0]:
+                grader.warm(idle.pop(0))
+                continue
+            while b"\n" not in buf:
+                chunk = os.read(0, 1 << 20)
+                if not chunk:
+                    return
+                buf += chunk
+            line, buf = buf.split(b"\n", 1)
+            replies.write(json.dumps(_answer(grader, line)) + "\n")
+
+
+def _answer(grader, line: bytes) -> dict:
+    try:
+        req = json.loads(line)
+        report = grader.check(req["exercise"], LearnerCode(**req["code"]), env=req["env"])
+        data = report.to_json()
+        data.update(picture=report.picture, output=report.output)
+        return {"report": data, "process_ids": report.process_ids, "check_pid": report.check_pid}
+    except Exception as exc:                                  # noqa: BLE001 - answered, the process goes on
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

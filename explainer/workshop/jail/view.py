@@ -112,7 +112,8 @@ def special_files_scan() -> subprocess.Popen | None:
     if not roots or shutil.which("find") is None:
         return None
     prune = [a for h in hidden() for a in ("-path", h, "-prune", "-o")]
-    return subprocess.Popen(["find", *roots, *prune, "(", "-type", "p", "-o", "-type", "s", "-o", "-type", "b", "-o",
+    nice = ["nice", "-n", "10"] if shutil.which("nice") else []           # behind the imports it runs beside
+    return subprocess.Popen([*nice, "find", *roots, *prune, "(", "-type", "p", "-o", "-type", "s", "-o", "-type", "b", "-o",
                              "-type", "c", ")", "-print0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
