@@ -76,6 +76,8 @@ FUNCTION_LEVEL = {
                                                            "parser); the stories load torch when one runs",
     ("explainer.workshop.report", "explainer.workshop.panel"): "the grading process stays light (no torch); the "
                                                                "panel's pictures need it in a notebook only",
+    ("explainer.commands.workshop", "explainer.distributed.device_communicators.comm_config"):
+        "the engine's settings are checked once the jail is starting (the import loads torch beside it)",
     ("explainer.commands.workshop", "explainer.workshop.grader"): "`workshop list` and bad input stay light; torch, "
                                                                   "the exercises and the jail load only to grade",
     ("explainer.workshop.jail.learner_process", "explainer.workshop.exercises"): "the jail's warm process answers its "

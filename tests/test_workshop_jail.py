@@ -43,8 +43,18 @@ def cli(pkg, *args, timeout=300, **kw):
                           text=True, cwd=pkg, env=env, timeout=timeout, **kw)
 
 
-def markers(tag: str = "4242.") -> list[str]:
-    """Processes an attack left (they run `sleep 4242.NN`)."""
+RUN = f"4242{os.getpid() % 10000:04d}."      # this run's marker (another run's attacks on this machine are not ours)
+
+
+def attack(name: str, folder: Path) -> Path:
+    """A copy of an attack whose processes run `sleep RUN NN` (the attacks themselves say `sleep 4242.NN`)."""
+    path = folder / f"{name}.py"
+    path.write_text((ATTACKS / f"{name}.py").read_text().replace("4242.", RUN))
+    return path
+
+
+def markers(tag: str = RUN) -> list[str]:
+    """Processes an attack of this run left (they run `sleep RUN NN`)."""
     found = []
     for entry in os.listdir("/proc"):
         try:
@@ -96,10 +106,10 @@ def test_one_submission_cannot_import_another(pkg, tmp_path):
     assert proc.returncode == 2 and "No module named 'solution'" in proc.stderr
 
 
-@pytest.mark.parametrize("attack, exercise", [("setsid_daemon", "accept"), ("double_fork", "accept"),
+@pytest.mark.parametrize("name, exercise", [("setsid_daemon", "accept"), ("double_fork", "accept"),
                                               ("daemon_forges_later", "accept"), ("gate_fork_burst", "tensor-dict-gate")])
-def test_no_process_outlives_its_check(pkg, tmp_path, attack, exercise):
-    proc = cli(pkg, "check", exercise, ATTACKS / f"{attack}.py")
+def test_no_process_outlives_its_check(pkg, tmp_path, name, exercise):
+    proc = cli(pkg, "check", exercise, attack(name, tmp_path))
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-500:]    # correct answers: they pass
     time.sleep(0.5)
     assert markers() == []
@@ -108,14 +118,14 @@ def test_no_process_outlives_its_check(pkg, tmp_path, attack, exercise):
     assert cli(pkg, "check", "accept", stub).returncode == 1                  # and a later check is its own
 
 
-def test_limits_are_named(pkg):
+def test_limits_are_named(pkg, tmp_path):
     mem = cli(pkg, "check", "accept", ATTACKS / "memory_hog.py")
     assert mem.returncode == 1 and "hit the memory limit" in mem.stdout
     t0 = time.monotonic()
     dodge = cli(pkg, "check", "accept", ATTACKS / "watchdog_dodge.py")
     assert dodge.returncode == 1 and "did not return within 3 s (the time limit" in dodge.stdout
     assert time.monotonic() - t0 < 60                     # the check's deadline, not the 120 s hard cap
-    bomb = cli(pkg, "check", "accept", ATTACKS / "fork_bomb.py")
+    bomb = cli(pkg, "check", "accept", attack("fork_bomb", tmp_path))
     assert bomb.returncode == 1 and markers() == []
 
 
@@ -160,21 +170,21 @@ def test_no_network_in_the_jail(pkg, tmp_path):
 
 def test_a_killed_grader_leaves_nothing_after_the_next_run(pkg, tmp_path):
     path = tmp_path / "slow.py"
-    path.write_text("import os, time\nif os.fork() == 0:\n    os.execv('/bin/sleep', ['sleep', '4242.41'])\n"
+    path.write_text("import os, time\nif os.fork() == 0:\n    os.execv('/bin/sleep', ['sleep', '" + RUN + "41'])\n"
                     "time.sleep(100)\ndef entropy_bound_accept(e, b):\n    return e > 0\n")
     env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "60"}
     grader = subprocess.Popen([sys.executable, "-m", "explainer", "workshop", "check", "accept", str(path)],
                               cwd=pkg, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not markers("4242.41") and time.monotonic() < deadline:
+    while not markers(RUN + "41") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert markers("4242.41"), "the submission never started"
+    assert markers(RUN + "41"), "the submission never started"
     grader.send_signal(signal.SIGKILL)
     grader.wait()
     deadline = time.monotonic() + 10
-    while markers("4242.41") and time.monotonic() < deadline:
+    while markers(RUN + "41") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert markers("4242.41") == []                          # the jail died with the check, the check with the grader
+    assert markers(RUN + "41") == []                          # the jail died with the check, the check with the grader
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     left = list(tmp.glob(f"explainer-workshop-{grader.pid}-*"))
     stub = tmp_path / "stub.py"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not jail.available()[0], reas
 REPO = Path(__file__).resolve().parents[1]
 ATTACKS = REPO / "tests" / "workshop_attacks"
 SOLUTION = (ATTACKS / "solution.py").read_text()
+RUN = f"4242{os.getpid() % 10000:04d}."      # this run's marker (another run's attacks on this machine are not ours)
 ACCEPT_ATTACKS = ["forged_result", "patched_checker", "torch_equal", "stdout_injection", "setsid_daemon",
                   "double_fork", "daemon_forges_later", "memory_hog", "fork_bomb", "copycat", "watchdog_dodge"]
 
@@ -37,13 +37,13 @@ def _room(tmp_path) -> dict[str, Path]:
     acc, gate, sync = (tmp_path / n for n in ("accept", "gate", "sync"))
     for d in (acc, gate, sync):
         d.mkdir()
-    for name in ACCEPT_ATTACKS + ["solution"]:
-        shutil.copy(ATTACKS / f"{name}.py", acc / f"{name}.py")
+    for name in ACCEPT_ATTACKS + ["solution"]:                # their processes: `sleep RUN NN` (this run's)
+        (acc / f"{name}.py").write_text((ATTACKS / f"{name}.py").read_text().replace("4242.", RUN))
     (acc / "STUB.PY").write_text("import torch\ndef entropy_bound_accept(e, b):\n    return e > 1e9\n")
     (acc / "notebook.ipynb").write_text(_notebook(SOLUTION))
     (acc / "notes.txt").write_text("not a submission")
     os.symlink("/etc/hostname", acc / "link.py")
-    shutil.copy(ATTACKS / "gate_fork_burst.py", gate / "burst.py")
+    (gate / "burst.py").write_text((ATTACKS / "gate_fork_burst.py").read_text().replace("4242.", RUN))
     for i, body in enumerate(["True", "False", "bool(getattr(c, 'supports_tensor_dict', False))", "c is not None",
                               "1 if c.backend == 'shm' else 0", "c.no_such_fact", "c.backend == 'shm'",
                               "c.rank_in_group == 0"]):
@@ -61,12 +61,14 @@ def _leftovers() -> dict:
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read().startswith(b"sleep\x004242."):
+                if f.read().startswith(b"sleep\x00" + RUN.encode()):
                     procs.append(entry)
         except OSError:
             pass
-    return {"processes": procs, "shm": sorted(os.listdir("/dev/shm")),
-            "tmp": sorted(p.name for p in Path("/tmp").glob("explainer-workshop-*"))}
+    gone = [p.name for p in Path("/tmp").glob("explainer-workshop-*")          # a folder whose grader has gone
+            if not os.path.exists(f"/proc/{p.name.split('-')[2]}")]
+    return {"processes": procs, "shm": sorted(n for n in os.listdir("/dev/shm") if n.startswith("workshop")),
+            "tmp": sorted(gone)}
 
 
 def test_a_room_of_30_mixed_submissions_leaves_nothing(tmp_path):
