@@ -1,15 +1,16 @@
 """A room's worth of submissions graded as an instructor would: 30 mixed files (solutions, stubs, wrong
 answers, attacks, a handed-in notebook, and entries that are not submissions) in one folder per exercise.
 Every file gets a row (or a skip with its reason), the gradebook has one row per submission, and nothing is
-left behind: no process an attack started, no /dev/shm segment, no /tmp/explainer-* folder. The time is
-printed (not asserted)."""
+left behind: no process (an attack's or the grader's own), no /dev/shm segment, nothing in the grader's TMPDIR.
+Each grading command runs as this test's own (``own_run``: its own process tree, TMPDIR and, as root,
+/dev/shm), so another run on the machine is not taken for a leftover. The time is printed (not asserted)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
-import subprocess
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -17,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from explainer.workshop import jail
+from own_run import PRIVATE_SHM, run_own
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not jail.available()[0], reason="no jail here")]
 REPO = Path(__file__).resolve().parents[1]
 ATTACKS = REPO / "tests" / "workshop_attacks"
 SOLUTION = (ATTACKS / "solution.py").read_text()
-RUN = f"4242{os.getpid() % 10000:04d}."      # this run's marker (another run's attacks on this machine are not ours)
 ACCEPT_ATTACKS = ["forged_result", "patched_checker", "torch_equal", "stdout_injection", "setsid_daemon",
                   "double_fork", "daemon_forges_later", "memory_hog", "fork_bomb", "copycat", "watchdog_dodge"]
 
@@ -37,13 +38,13 @@ def _room(tmp_path) -> dict[str, Path]:
     acc, gate, sync = (tmp_path / n for n in ("accept", "gate", "sync"))
     for d in (acc, gate, sync):
         d.mkdir()
-    for name in ACCEPT_ATTACKS + ["solution"]:                # their processes: `sleep RUN NN` (this run's)
-        (acc / f"{name}.py").write_text((ATTACKS / f"{name}.py").read_text().replace("4242.", RUN))
+    for name in ACCEPT_ATTACKS + ["solution"]:
+        shutil.copy(ATTACKS / f"{name}.py", acc / f"{name}.py")
     (acc / "STUB.PY").write_text("import torch\ndef entropy_bound_accept(e, b):\n    return e > 1e9\n")
     (acc / "notebook.ipynb").write_text(_notebook(SOLUTION))
     (acc / "notes.txt").write_text("not a submission")
     os.symlink("/etc/hostname", acc / "link.py")
-    (gate / "burst.py").write_text((ATTACKS / "gate_fork_burst.py").read_text().replace("4242.", RUN))
+    shutil.copy(ATTACKS / "gate_fork_burst.py", gate / "burst.py")
     for i, body in enumerate(["True", "False", "bool(getattr(c, 'supports_tensor_dict', False))", "c is not None",
                               "1 if c.backend == 'shm' else 0", "c.no_such_fact", "c.backend == 'shm'",
                               "c.rank_in_group == 0"]):
@@ -56,30 +57,23 @@ def _room(tmp_path) -> dict[str, Path]:
     return {"accept": acc, "tensor-dict-gate": gate, "sync-fields": sync}
 
 
-def _leftovers() -> dict:
-    procs = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read().startswith(b"sleep\x00" + RUN.encode()):
-                    procs.append(entry)
-        except OSError:
-            pass
-    gone = [p.name for p in Path("/tmp").glob("explainer-workshop-*")          # a folder whose grader has gone
-            if not os.path.exists(f"/proc/{p.name.split('-')[2]}")]
-    return {"processes": procs, "shm": sorted(n for n in os.listdir("/dev/shm") if n.startswith("workshop")),
-            "tmp": sorted(gone)}
+def _host_segments() -> list[str]:
+    """Not root (no /dev/shm of the run's own): the gate check's segments in the host's /dev/shm."""
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("workshop"))
 
 
 def test_a_room_of_30_mixed_submissions_leaves_nothing(tmp_path):
-    before = _leftovers()
+    host_shm = _host_segments()
     env = {**os.environ, "EXPLAINER_WORKSHOP_BUDGET": "3"}
     rows, t0 = {}, time.monotonic()
     for exercise, folder in _room(tmp_path).items():
-        gradebook = tmp_path / f"{exercise}.csv"
-        proc = subprocess.run([sys.executable, "-m", "explainer", "workshop", "check", exercise, str(folder),
-                               "--csv", str(gradebook)], capture_output=True, text=True, env=env, timeout=900)
+        gradebook, own = tmp_path / f"{exercise}.csv", tmp_path / f"run-{exercise}"
+        own.mkdir()
+        run = run_own([sys.executable, "-m", "explainer", "workshop", "check", exercise, str(folder),
+                           "--csv", str(gradebook)], own, env=env, capture_output=True, text=True, timeout=900)
+        proc = run.proc
         assert proc.returncode == 1, proc.stderr[-2000:]
+        assert run.left() == {"processes": [], "shm": [], "tmp": []}, exercise
         with open(gradebook, newline="") as f:
             rows.update({(exercise, r["submission"]): r for r in csv.DictReader(f)})
     seconds = time.monotonic() - t0
@@ -92,4 +86,5 @@ def test_a_room_of_30_mixed_submissions_leaves_nothing(tmp_path):
     assert passed == {"solution.py", "notebook.ipynb", "setsid_daemon.py", "double_fork.py", "daemon_forges_later.py",
                       "burst.py", "g2.py", "g6.py", "s1.py"}
     assert rows[("accept", "STUB.PY")]["verdict"] == "fail"
-    assert _leftovers() == before
+    if not PRIVATE_SHM:
+        assert _host_segments() == host_shm
