@@ -187,6 +187,7 @@ def test_a_killed_grader_leaves_nothing_after_the_next_run(pkg, tmp_path):
     assert markers(RUN + "41") == []                          # the jail died with the check, the check with the grader
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     left = list(tmp.glob(f"explainer-workshop-{grader.pid}-*"))
+    assert left, "the killed grader left no work folder: the sweep below would prove nothing"
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
     cli(pkg, "check", "accept", stub)
