@@ -14,14 +14,7 @@ def test_notebook_prose_meets_the_goal(path):
     assert got.meets_goal(), f"{got.line()}; longest: {got.longest_text!r}"
 
 
-# Notebooks whose teaching text is still being reworked by other issues (#30's vLLM facts first, then #32 defines
-# their terms): strict, so the mark must go as soon as a notebook passes.
-TERMS_PENDING = {"02_pipeline_parallel.ipynb", "03_cpu_communicator.ipynb"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="terms not yet introduced at first use (#32, after #30's text)")) if p.name in TERMS_PENDING
-    else p for p in NOTEBOOKS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_term_is_defined_or_linked_where_it_is_first_used(path):
     missing = [use.line() for use in term_first_uses(path) if use.how not in ("linked", "defined")]
     assert not missing, f"{path.name}: first uses neither defined (<dfn>) nor linked:\n" + "\n".join(missing)

@@ -26,6 +26,10 @@ def test_lab_buttons_rerun_the_real_selection():
     lab = WC.CommLab(timeout=20)
     idents = {i["ident"] for i in lab.last}
     assert _shown_outcome(lab) == "delivered" and [i["backend"] for i in lab.last] == ["shm", "shm"]
+    # the first display is short: one line per rank (the notebook drew this run's pictures already)
+    assert "<svg" not in lab.html.value and lab.html.value.count('<div data-rank="') == 2
+    assert "backend <code>shm</code>" in lab.html.value and "Each Run draws" in lab.html.value
+    lab.button.click()
     assert "<svg" in lab.html.value and 'data-rank="1" data-row="backend"><code>shm</code>' in lab.html.value
     lab.layout.value, lab.gate.value = "2 nodes", "pre-40150"
     lab.button.click()
@@ -39,7 +43,7 @@ def test_lab_buttons_rerun_the_real_selection():
     assert "CPU SHM communicator disabled for group pp:0" in lab.html.value
     assert len(idents) == 3 and _segments(idents) == []                  # nothing left in /dev/shm
     lab.button.click()                       # same settings, same result: the status still shows a new run
-    assert 'data-runs="4"' in lab.status.value and re.search(r"run 4: ran at \d\d:\d\d:\d\d, took \d+ ms",
+    assert 'data-runs="5"' in lab.status.value and re.search(r"run 5: ran at \d\d:\d\d:\d\d, took \d+ ms",
                                                                lab.status.value)
 
 
@@ -64,7 +68,8 @@ def test_scenario_frames_follow_the_toggle():
     assert sf.stack.selected_index == 0 and "comm-same-node — outcome: delivered" in sf.current
     sf.buttons.value = "comm-inter-node-pre-fix"
     assert sf.stack.selected_index == 1 and "outcome: AttributeError on rank(s) 0, 1" in sf.current
-    assert all(f.count("<svg") == 2 for f in sf.frames)
+    assert all(f.count("<svg") == 2 for f in sf.frames)         # the decision tree and the route
+    assert all('class="xp-ranks"' not in f for f in sf.frames)  # and each run's ranks are printed apart
     with pytest.raises(UsageError):
         WC.ScenarioFrames({})
 

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from explainer.model.checkpoint import load_pretrained, metadata
+from explainer.vocab import STATE_SYNC_FIELDS
 from explainer.widgets.knobs import PPKnobs, SamplerKnobs
 
 
@@ -33,7 +34,7 @@ def test_sampler_knobs_rerun_a_real_generation(model):
 
 
 def test_pp_knobs_show_divergence_text_and_accuracy():
-    k = PPKnobs(mode="state-sync", held_out=2)
+    k = PPKnobs(mode="state-sync", held_out=2, sync_fields=STATE_SYNC_FIELDS)
     s = _text(k.status)
     assert re.search(r"ran at \d\d:\d\d:\d\d, took \d+ ms", s) and "outcome ✓ ok" in s
     assert k.last["first_divergence"] is None and "✓ same" in s and k.last["exact_match"] == 1.0
@@ -51,7 +52,11 @@ def test_pp_knobs_show_divergence_text_and_accuracy():
 
 
 def test_pp_knobs_sync_exactly_the_ticked_fields():
-    k = PPKnobs(mode="state-sync", held_out=1)
+    # none ticked by default (choosing them is the sync-fields exercise), and the panel does not name a choice
+    blank = PPKnobs(mode="state-sync", held_out=1)
+    assert not any(box.value for box in blank.fields.values()) and blank.last["first_divergence"] is not None
+    assert not any(f in _text(blank.widget.children[0].children[3]) for f in STATE_SYNC_FIELDS)
+    k = PPKnobs(mode="state-sync", held_out=1, sync_fields=STATE_SYNC_FIELDS)
     assert sorted(f for f, box in k.fields.items() if box.value) == sorted(
         ["draft_tokens", "is_encoder_phase", "self_conditioning_embeds"])
     assert k.last["first_divergence"] is None                      # #52015's three: no stale read

@@ -15,8 +15,8 @@ from explainer.render.comm_dot import (masked, run_selection_dot, selection_dot,
                                        tensor_dict_dot)
 from explainer.render.dot_picture import strip_svg
 
-__all__ = ["masked", "selection_dot", "run_selection_dot", "tensor_dict_dot", "ranks_table_html", "describe_run", "frame_html",
-           "bench_figure", "CSS"]
+__all__ = ["masked", "selection_dot", "run_selection_dot", "tensor_dict_dot", "ranks_table_html", "describe_run",
+           "frame_html", "summary_html", "bench_figure", "CSS"]
 
 
 CSS = """<style>
@@ -119,11 +119,20 @@ def errors_html(per_rank: Sequence[Mapping]) -> str:
                    f'{escape(i["error"]["message"])}</div>' for i in errs)
 
 
-def frame_html(title: str, per_rank: Sequence[Mapping], svgs: Sequence[str] = ()) -> str:
+def summary_html(title: str, per_rank: Sequence[Mapping], note: str = "") -> str:
+    """A short frame: title, each rank's error (if any), one line per rank (backend, path, outcome), a note."""
+    lines = "".join(f'<div data-rank="{i["rank"]}">rank {i["rank"]} (node {escape(str(i.get("node", 0)))}): backend '
+                    f'<code>{escape(str(i.get("backend")))}</code>, path {escape(str(i.get("path")))} · '
+                    f'{escape(_outcome(i)[1])}</div>' for i in masked(per_rank))
+    return (CSS + f'<div class="xp-comm"><div class="xp-head">{escape(title)}</div>{errors_html(per_rank)}{lines}'
+            + (f'<div class="xp-legend">{escape(note)}</div>' if note else "") + "</div>")
+
+
+def frame_html(title: str, per_rank: Sequence[Mapping], svgs: Sequence[str] = (), *, table: bool = True) -> str:
     """A self-contained frame: title, each rank's error (if any), diagrams (already rendered SVG), the table."""
     graphs = "".join(strip_svg(s) for s in svgs)
     return (CSS + f'<div class="xp-comm"><div class="xp-head">{escape(title)}</div>{errors_html(per_rank)}'
-            f'<div class="xp-graphs">{graphs}</div></div>' + ranks_table_html(per_rank, css=False))
+            f'<div class="xp-graphs">{graphs}</div></div>' + (ranks_table_html(per_rank, css=False) if table else ""))
 
 
 # --- benchmark figure -------------------------------------------------------------------------
@@ -132,7 +141,7 @@ def bench_figure(m: Mapping):
     titled with when and under what load it was measured (the figures swing with the load)."""
     from matplotlib.figure import Figure                  # not pyplot: no global state, shown once
     sizes = sorted(int(s) for s in m["throughput"]["shm"])
-    fig = Figure(figsize=(7, 4.6))                        # legible at a 700 px column
+    fig = Figure(figsize=(7, 4))                          # legible at a 700 px column
     ax = fig.subplots()
     styles = {"shm": ("shared memory (custom path)", "#009E73", "o"),          # Okabe-Ito; shapes differ too
               "generic": ("torch.distributed gloo (generic path)", "#D55E00", "s")}

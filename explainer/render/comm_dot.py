@@ -63,9 +63,10 @@ def _edge(a: str, b: str, label: str, taken: bool) -> str:
     return f'  {a} -> {b} [id={quote(f"{a}->{b}")}, class="{cls}", label={quote(label)}, {style}];'
 
 
-def _legend(lines: Sequence[str]) -> str:
+def _legend(lines: Sequence[str], beside: str) -> str:
+    """The key, on the top row beside node ``beside`` (one box there): the picture gets no extra row for it."""
     return ('  legend [id="legend", shape=note, style=filled, fillcolor="#fffde7", color="#bdbdbd", fontsize=10, '
-            f"label={quote(chr(10).join(lines))}];\n  {{ rank=sink; legend; }}")
+            f"label={quote(chr(10).join(lines))}];\n  {{ rank=same; {beside}; legend; }}")
 
 
 def _decision(decision: Any) -> dict:
@@ -98,7 +99,7 @@ def selection_dot(decision: Any) -> str:
     shm = d["backend"] == "shm"
     failed = next((n for n, _, _ in STEPS if conds.get(n, {}).get("value") is False), None)
     logged = bool(d.get("log_lines"))
-    out = ["digraph cpu_backend_selection {", "  rankdir=TB; nodesep=0.3; ranksep=0.32;",
+    out = ["digraph cpu_backend_selection {", "  rankdir=TB; nodesep=0.3; ranksep=0.2;",
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];',
            '  edge [fontname="Helvetica", fontsize=9];',
            _node("start", f"CpuCommunicator.__init__\ngroup {d['unique_name']}, global ranks {d['global_ranks']}\n"
@@ -130,7 +131,7 @@ def selection_dot(decision: Any) -> str:
     out.append(_edge("elif_kind", "fb_silent", "no", not shm and not logged))
     out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the path this rank took",
                         "✓ yes: condition held   ✗ NO: condition failed",
-                        "diamond: vLLM's elif (prefix only)", "dashed, grey text: not taken or not evaluated"]))
+                        "diamond: vLLM's elif (prefix only)", "dashed, grey text: not taken or not evaluated"], "start"))
     out.append("}")
     return "\n".join(out)
 
@@ -170,7 +171,7 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
     etypes = {e["type"] for _, e in errors}
     recv = ranks[-1]
     delivered = not errors and recv.get("received_equal") is True
-    out = ["digraph tensor_dict_routing {", "  rankdir=TB; nodesep=0.3; ranksep=0.32;",
+    out = ["digraph tensor_dict_routing {", "  rankdir=TB; nodesep=0.3; ranksep=0.2;",
            '  node [fontname="Helvetica", fontsize=10, margin="0.12,0.05"];', '  edge [fontname="Helvetica", fontsize=9];',
            _node("call", "rank 0: GroupCoordinator\n  .send_tensor_dict(d, dst=1)\n"
                          "rank 1: GroupCoordinator\n  .recv_tensor_dict(src=0)", True, "#e1eef8"),
@@ -208,6 +209,6 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
             _edge("shm_stream", "delivered", "", delivered and custom),
             _edge("generic", "delivered", "", delivered and generic)]
     out.append(_legend(["legend", "thick outline, filled, ▶ on the edge: the route taken",
-                        "✓ delivered: works   ✗ error: the call fails", "dashed, grey text: not taken"]))
+                        "✓ delivered: works   ✗ error: the call fails", "dashed, grey text: not taken"], "call"))
     out.append("}")
     return "\n".join(out)

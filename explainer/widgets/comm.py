@@ -3,11 +3,12 @@
 ``CommLab``: architecture, "shm ops built", node layout, gate and group prefix controls plus a Run
 button. A click re-runs the real backend selection and a real tensor-dict send on 2 rank processes
 (``run_lab``, bounded in time) and re-renders the decision tree, the routing diagram and the per-rank
-table into one ``HTML`` widget. The construction does one real run with the defaults, so the first
-display is deterministic; nothing changes until a click.
+table into one ``HTML`` widget. The construction does one real run with the defaults, shown as one line
+per rank (its pictures are the notebook's first run's), so the first display is deterministic and short;
+nothing changes until a click.
 
-``scenario_frames``: one precomputed frame per named scenario in a ``Stack`` jslinked to
-``ToggleButtons``, so it also works in a static HTML export with no kernel.
+``scenario_frames``: one precomputed frame per named scenario (outcome, errors, decision tree, route) in a
+``Stack`` jslinked to ``ToggleButtons``, so it also works in a static HTML export with no kernel.
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ def svg(dot: str) -> str:
     return graphviz.Source(dot).pipe(format="svg").decode()
 
 
-def run_frame(title: str, per_rank: Sequence[Mapping]) -> str:
-    """Decision tree (rank 0) + tensor-dict routing as SVG, then the per-rank table."""
+def run_frame(title: str, per_rank: Sequence[Mapping], *, route: bool = True, table: bool = True) -> str:
+    """Decision tree (rank 0) + tensor-dict routing (``route``) as SVG, then the per-rank table (``table``)."""
     tree = [svg(R.run_selection_dot(per_rank))] if per_rank[0].get("decision") else []   # rank 0 may have died
-    return R.frame_html(f"{title} — outcome: {outcome(per_rank)}", per_rank, tree + [svg(R.tensor_dict_dot(per_rank))])
+    routes = [svg(R.tensor_dict_dot(per_rank))] if route else []
+    return R.frame_html(f"{title} — outcome: {outcome(per_rank)}", per_rank, tree + routes, table=table)
 
 
 class CommLab:
@@ -92,18 +94,20 @@ class CommLab:
         self.html = W.HTML()
         self.runs = 0
         self.button.on_click(self._on_click)
-        controls = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops]), W.HBox([self.layout]),
-                           W.HBox([self.gate, self.button])])
+        wrap = W.Layout(flex_flow="row wrap", align_items="center")
+        controls = W.VBox([W.HBox([self.arch, self.prefix, self.shm_ops], layout=wrap),
+                           W.HBox([self.layout, self.gate, self.button], layout=wrap)])
         controls.add_class(KERNEL_CLASS)
         self.widget = W.VBox([controls, kernel_note(), self.status, self.html])
-        self.run()
+        self.run(pictures=False)        # the default settings are notebook 3's first run: its pictures are there
 
     def settings(self) -> dict:
         return dict(arch=self.arch.value, shm_ops_built=self.shm_ops.value, nodes=LAYOUTS[self.layout.value],
                     gate=self.gate.value, group_prefix=self.prefix.value)
 
-    def run(self) -> list[dict]:
-        """One real run with the current control values; updates the status line and the HTML."""
+    def run(self, pictures: bool = True) -> list[dict]:
+        """One real run with the current control values; updates the status line and the HTML (the decision
+        tree, the route and the table; without ``pictures``, one line per rank)."""
         s = self.settings()
         start = time.perf_counter()
         self.last = run_lab(**s, timeout=self.timeout)
@@ -114,7 +118,9 @@ class CommLab:
         self.status.value = (f'<span id="xp-comm-outcome" data-outcome="{outcome(self.last)}" data-runs="{self.runs}">'
                              f'run {self.runs}: ran at {time.strftime("%H:%M:%S")}, took {ms:.0f} ms on 2 new rank '
                              f"processes · {title} — <b>{outcome(self.last)}</b></span>")
-        self.html.value = run_frame(title, self.last)
+        self.html.value = run_frame(title, self.last) if pictures else R.summary_html(
+            f"{title} — outcome: {outcome(self.last)}", self.last,
+            "Each Run draws its own decision tree, tensor-dict route and per-rank table here.")
         return self.last
 
     def _on_click(self, _button) -> None:
@@ -138,8 +144,9 @@ class ScenarioFrames:
         if not runs:
             raise UsageError("ScenarioFrames needs at least one run (got 0)")
         self.names = list(runs)
-        self.frames = [run_frame(n, runs[n]) for n in self.names]
-        self.buttons = W.ToggleButtons(options=self.names, value=self.names[0], description="scenario",
+        # the decision and its consequence, run by run (each run's ranks are printed where it runs)
+        self.frames = [run_frame(n, runs[n], table=False) for n in self.names]
+        self.buttons = W.ToggleButtons(options=self.names, value=self.names[0],   # no label: one row less
                                        style={"button_width": "auto"})
         self.stack, box = fitted_stack(self.frames)      # as tall as the tallest frame: no jump on a switch
         W.jslink((self.buttons, "index"), (self.stack, "selected_index"))

@@ -29,7 +29,7 @@ from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
 from explainer.sampler import StepRecorder, generate
 from explainer.scenario.accuracy import engine_exact_match
 from explainer.scenario.pp import run_demo
-from explainer.vocab import PP_MODES_BY_STORY, REQUEST_STATE_FIELDS, STATE_SYNC_FIELDS
+from explainer.vocab import PP_MODES_BY_STORY, REQUEST_STATE_FIELDS
 from explainer.widgets.pp import rank_stepper
 from explainer.widgets.sampler import canvas_stepper
 from explainer.widgets.stepper import KERNEL_CLASS, kernel_note
@@ -142,9 +142,9 @@ class PPKnobs(_Knob):
     """PP size, PP mode and prompt + Run → a real engine run: outcome, first divergence, accuracy, stepper."""
 
     def __init__(self, *, pp: int = 2, mode: str = "generic-int64", number: int = 451, held_out: int = 3,
-                 sync_fields: tuple[str, ...] | None = None):
+                 sync_fields: tuple[str, ...] = ()):
         self.held_out = held_out
-        chosen = set(STATE_SYNC_FIELDS if sync_fields is None else sync_fields)
+        chosen = set(sync_fields)          # none ticked by default: which fields to send is the sync-fields exercise
         # state-sync: one checkbox per real per-request state field (EngineConfig.sync_fields)
         self.fields = {f: W.Checkbox(value=f in chosen, description=f, indent=False,
                                      layout=W.Layout(width="240px")) for f in REQUEST_STATE_FIELDS}
@@ -152,7 +152,7 @@ class PPKnobs(_Knob):
                                   style={"button_width": "40px"})
         self.mode = W.ToggleButtons(options=list(PP_MODES_BY_STORY), value=mode, description="PP mode",
                                     tooltips=["back-channel: sampled ids only (int64)",
-                                              f"also syncs {', '.join(STATE_SYNC_FIELDS)}",
+                                              "also sends the state fields you tick",
                                               "pre-#45828 as shipped: int32 ids"],
                                     style={"button_width": "auto"})
         self.number = W.BoundedIntText(value=number, min=100, max=999, description="prompt",
@@ -162,8 +162,7 @@ class PPKnobs(_Knob):
         self.box = W.VBox()
         self.button.on_click(lambda _b: self._click())
         fields = W.HTML('<div style="font:12px system-ui,sans-serif;color:#555">state fields the last rank sends: '
-                        "generic / generic-int64: none (sampled ids only); state-sync: the ticked ones "
-                        f"(#52015's choice: {escape(', '.join(STATE_SYNC_FIELDS))})</div>")
+                        "generic / generic-int64: none (sampled ids only); state-sync: the ticked ones</div>")
         self.ticks = W.Box(list(self.fields.values()), layout=W.Layout(flex_flow="row wrap", width="100%"))
         self.widget = W.VBox([_controls(self.pp, self.mode, W.HBox([self.number, self.button]), fields, self.ticks),
                               kernel_note(), self.status, self.box])
