@@ -9,8 +9,9 @@ package, so they cannot drift from what the notebooks execute.
   (``00c25c8``, which also contains the later TP fix #46177); the PR's own diff view was not examined.
 * ``FIX_40150``: ``GroupCoordinator.use_cpu_custom_send_recv`` asks the communicator instead of the build,
   and ``CpuCommunicator`` gains ``supports_tensor_dict``. The expressions are those of vLLM versions before
-  and after the PR (the post-fix form read in copies of ``parallel_state.py`` based on v0.25.1); the PR's own
-  diff was not examined, so line wrapping here is ours.
+  and after the PR: the post-fix gate is vLLM 0.32.0's
+  (``distributed/parallel_state.py:574-578 getattr(self.device_communicator, "supports_tensor_dict", False)``);
+  the PR's own diff was not examined, so line wrapping here is ours.
 """
 
 from __future__ import annotations
@@ -85,9 +86,9 @@ FIX_40150 = Fix(
             f'cpu_communicator.py">cpu_communicator.py (02bdead)</a>, '
             f'<a href="{VLLM}/blob/main/vllm/distributed/parallel_state.py">parallel_state.py</a>, PR '
             f'<a href="{VLLM}/pull/40150">#40150</a> (issue <a href="{VLLM}/issues/37933">#37933</a>)'),
-    caveat=("the expressions are vLLM's before and after the PR; the after-form of the gate was read in copies of "
-            "parallel_state.py based on v0.25.1, not at a pinned upstream commit, and the PR's own diff was not "
-            "examined (line wrapping here is ours)"),
+    caveat=("the expressions are vLLM's before and after the PR; the after-form of the gate is vLLM 0.32.0's "
+            "(lines 574-578 of its parallel_state.py); the PR's own diff was not examined (line wrapping here is "
+            "ours)"),
     toy=(("explainer.distributed.parallel_state.GroupCoordinator._gate", ""),
          ("explainer.distributed.device_communicators.cpu_communicator.CpuCommunicator.__init__", "supports_tensor_dict"),
          ("explainer.distributed.device_communicators.cpu_communicator.CpuCommunicator.send_tensor_dict", "")),

@@ -85,7 +85,8 @@ def ranks_table_html(per_rank: Sequence[Mapping], *, css: bool = True) -> str:
     legend = ('<div class="xp-legend">backend and outcome are written in each cell; fills repeat them: '
               '<span class="xp-shm">shm</span><span class="xp-tdist">torch.distributed (gloo)</span>'
               '<span class="xp-ok">✓ worked</span><span class="xp-error">✗ failed</span>'
-              ' PORT@nodeK = the free port node K\'s executor picked (vLLM\'s VLLM_DIST_IDENT)</div>')
+              ' PORT@nodeK = node K\'s ident, the free port its launcher picked (vLLM\'s VLLM_DIST_IDENT; a vllm_dist_&lt;uuid&gt;'
+              ' file name in vLLM 0.32.0)</div>')
     return (CSS if css else "") + ('<div class="xp-comm"><table class="xp-ranks" id="xp-comm-ranks">' + head
                                    + "".join(body) + "</table>" + legend + "</div>")
 

@@ -187,8 +187,8 @@ def tensor_dict_dot(per_rank: Sequence[Mapping]) -> str:
                  custom and "AttributeError" in etypes, BAD),
            _node("nie", "✗ post-#40150 guard (only on a\ndirect call):\n" + _wrap("NotImplementedError: " + NO_DICT_FASTPATH, 30),
                  "NotImplementedError" in etypes, BAD),
-           _node("generic", "generic path:\nsend_object(metadata),\nthen one torch.distributed.send\n"
-                 "per non-empty tensor (gloo)\n(metadata: JSON here,\npickle in vLLM)",
+           _node("generic", "generic path:\nisend_object(metadata),\nthen one torch.distributed.isend\n"
+                 "per non-empty tensor (gloo),\nall waited\n(metadata: JSON here,\npickle in vLLM)",
                  generic, GOOD),
            _node("delivered", "✓ rank 1 received:\n"
                  + ("\n".join(f"{t['name']} {t['dtype']} {t['shape']}" for t in recv.get("transfers") or []) or "-")

@@ -58,7 +58,7 @@ def _rank_cluster(r: int, pp: int, layers: dict, reads: dict) -> list[str]:
     out += [f"    {node} [label={quote(label)}];" for node, label in boxes.items()]
     if r == last:
         out += [f'    r{r}_head [label="norm + tied head\\n(softcap logits)"];',
-                f'    r{r}_sampler [label="DiffusionSampler\\n(only writer of the state)", fillcolor="#e3f2fd"];']
+                f'    r{r}_sampler [label="DiffusionSampler\\n(advances the state)", fillcolor="#e3f2fd"];']
     owner = " (owner)" if r == last else " (copy)"
     out.append(f'    r{r}_state [shape=cylinder, fillcolor="#ede7f6", label='
                + quote(f"DiffusionGemmaRequestStates{owner}\nis_encoder_phase, self_conditioning_embeds,"
