@@ -168,6 +168,31 @@ def test_no_network_in_the_jail(pkg, tmp_path):
     server.close()
 
 
+@pytest.mark.parametrize("name, reason", [("reply_flood", "answered with more than 4 MB"),
+                                          ("reply_nested", "answered with malformed data")])
+def test_the_answer_channel_is_bounded_and_checked(pkg, name, reason):
+    proc = cli(pkg, "check", "accept", ATTACKS / f"{name}.py")
+    assert proc.returncode == 1 and reason in proc.stdout, proc.stdout[-1500:] + proc.stderr[-500:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_jail_holds_no_secret_and_no_way_out(pkg):
+    """The grader's environment (a joined room's address and token) never reaches the learner's process, and
+    limits, pid 1, the root, uid 0, the network, Unix sockets and io_uring are all refused."""
+    secret = "SECRET-TOKEN-4242"
+    env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "3", "GRADER_SECRET": secret,
+           "EXPLAINER_ROOM": f"http://127.0.0.1:9/?token={secret}", "EXPLAINER_SEAT": "alice"}
+    proc = subprocess.run([sys.executable, "-m", "explainer", "workshop", "check", "accept",
+                           str(ATTACKS / "escape_tries.py")], capture_output=True, text=True, cwd=pkg, env=env,
+                          timeout=300)
+    line = next(ln for ln in proc.stdout.splitlines() if "ESCAPE " in ln)
+    got = json.loads(line.split("ESCAPE ", 1)[1])
+    assert secret not in line and not [k for k in got["environ"] if k.startswith("EXPLAINER_")]
+    assert "a room's address seen" not in line
+    tries = {k: v for k, v in got.items() if k != "environ" and not k.startswith("/proc/")}
+    assert len(tries) == 7 and all(v.startswith("refused") for v in tries.values()), tries
+
+
 def test_a_killed_grader_leaves_nothing_after_the_next_run(pkg, tmp_path):
     path = tmp_path / "slow.py"
     path.write_text("import os, time\nif os.fork() == 0:\n    os.execv('/bin/sleep', ['sleep', '" + RUN + "41'])\n"
