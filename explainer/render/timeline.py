@@ -2,7 +2,7 @@
 
 Rows are PP ranks, columns are ticks (engine time: one stage forward per tick). A filled cell is a
 forward micro-step, coloured by request and labelled with its engine step; a hatched grey cell is a
-bubble (the rank idles). Thin grey arrows are ``IntermediateTensors`` going to the next rank; vermilion
+bubble (the rank idles). Thin grey arrows are ``IntermediateTensors`` going to the next rank; black
 vertical bars are the back-channel broadcast from the last rank; on the async schedule a dotted line on
 the receiving row runs from the tick the back-channel landed to the tick the rank consumed it (a dot).
 Colours are the Okabe-Ito set (distinct under the common colour-vision deficiencies); every mark also
@@ -18,7 +18,7 @@ from explainer.trace.timeline import PipelineTimeline
 __all__ = ["timeline_svg", "timelines_html", "cell_width"]
 
 REQUEST_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442")
-BACK = "#D55E00"
+BACK = "#000000"   # black: unlike every REQUEST_COLORS hue under deuteranopia (vermilion matched orange)
 LABEL_W, ROW_H, TOP = 104, 30, 22
 SCHEDULE_NAME = {"sync": "sync (vLLM #33960)", "async": "async (vLLM #42187)"}
 
@@ -149,7 +149,7 @@ def timelines_html(timelines: dict[str, PipelineTimeline], *, max_width: int = 8
     parts.append(request_key_html(timelines))
     parts.append('<div style="font-size:12px;color:#555">Filled cell: a rank runs its layers for one step '
                  '(colour = request, number = engine step). Hatched grey: bubble (idle). Grey line: '
-                 'IntermediateTensors to the next rank. Vermilion bar: back-channel broadcast from the last rank. '
-                 'Dotted vermilion line ending in a dot: the tick a rank consumes that broadcast (async). '
+                 'IntermediateTensors to the next rank. Black bar: back-channel broadcast from the last rank. '
+                 'Dotted black line ending in a dot: the tick a rank consumes that broadcast (async). '
                  'Time: ticks, one stage forward each.</div></div>')
     return "".join(parts)
