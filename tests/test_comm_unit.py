@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from explainer.distributed.device_communicators import cpu_communicator as cc
+from explainer.distributed import launch
 from explainer.distributed import parallel_state as ps
 from explainer.distributed import tensor_metadata as tm
 from explainer.distributed.device_communicators import comm_config
@@ -133,3 +134,35 @@ def test_bad_environment_numbers_name_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=rf"{name}={value!r}: accepted are"):
         CommConfig().resolved()
+
+
+def test_simulated_nodes_get_different_idents_even_when_the_os_reuses_a_released_port(monkeypatch):
+    """Each simulated node's ident is a port its launcher picked. An OS may hand a just-released port out again
+    (seen once in CI: both 'nodes' got one ident, agreed on the SHM group name and chose shared memory). Here a
+    fake OS always hands out the lowest port not bound right now: picking one port at a time repeats it."""
+    bound = set()
+
+    class ReusingSocket:
+        def __init__(self, *a):
+            self.port = None
+
+        def bind(self, addr):
+            self.port = min(p for p in range(40000, 40100) if p not in bound)
+            bound.add(self.port)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+        def close(self):
+            bound.discard(self.port)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+
+    monkeypatch.setattr(launch.socket, "socket", ReusingSocket)
+    assert launch.free_port() == launch.free_port()          # the hazard: one port at a time repeats it
+    assert len(set(launch.free_ports(3))) == 3
+    assert not bound                                         # every socket closed again

@@ -56,6 +56,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n different free ports, one per simulated node's launcher (its ident). All sockets stay bound until every
+    port is picked: ``free_port()`` twice in a row may hand out the same port, and two nodes with one ident agree on
+    their SHM group name (shared memory chosen across "nodes")."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def _context(start_method: str | None):
     method = start_method or os.environ.get("EXPLAINER_START_METHOD") or (
         "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
@@ -155,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         init_distributed_environment()
         print(demo_rank(a.gate), flush=True)
         return 0
-    idents = [free_port() for _ in range(a.nodes)]
+    idents = free_ports(a.nodes)
     env = [{"EXPLAINER_DIST_IDENT": idents[r * a.nodes // a.world_size]} for r in range(a.world_size)]
     for res in launch(demo_rank, a.world_size, args=(a.gate,), env_per_rank=env, timeout=60):
         print(f"rank {res.rank}: " + (str(res.value) if res.ok else f"{res.error_type}: {res.error_message}"))

@@ -26,7 +26,7 @@ import torch
 
 from explainer.distributed import hosts, phases
 from explainer.distributed.device_communicators.comm_config import env_timeout, validate_env
-from explainer.distributed.launch import free_port, launch
+from explainer.distributed.launch import free_ports, launch
 from explainer.distributed.parallel_state import GroupCoordinator, destroy_model_parallel, initialize_pp_group
 from explainer.errors import UsageError
 from explainer.scenario.result import ScenarioResult
@@ -140,7 +140,7 @@ def _launch_pair(name: str, backend: str, nodes: int, node_of: list[int], gate: 
                                comm_timeout=comm_timeout, record=hosts_run,
                                node=hosts.NodeProgram(env=shm_ops_env(shm_ops)))
         return results, hosts_run, overridden
-    ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
+    ports = free_ports(nodes)                             # each node's executor picks its own port
     env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_COMM_TIMEOUT": str(comm_timeout),
             **shm_ops_env(shm_ops)} for r in range(2)]
     if os.environ.get("EXPLAINER_DIST_IDENT"):            # the simulated nodes ARE the idents: say so

@@ -21,7 +21,7 @@ import graphviz
 import ipywidgets as W
 
 from explainer.distributed.device_communicators.comm_config import MACHINE_TO_ARCH
-from explainer.distributed.launch import free_port, launch
+from explainer.distributed.launch import free_ports, launch
 from explainer.errors import UsageError
 from explainer.render import comm as R
 from explainer.scenario.comm import exchange_rank
@@ -45,7 +45,7 @@ def run_lab(arch: str = "x86_64", shm_ops_built: bool = True, nodes: int = 1, ga
         raise UsageError(f"gate {gate!r}: accepted {', '.join(GATES)}")
     if group_prefix not in PREFIXES:
         raise UsageError(f"group_prefix {group_prefix!r}: accepted {', '.join(PREFIXES)}")
-    ports = [free_port() for _ in range(nodes)]           # each node's executor picks its own port
+    ports = free_ports(nodes)                             # each node's executor picks its own port
     node_of = [0, 0] if nodes == 1 else [0, 1]
     env = [{"EXPLAINER_DIST_IDENT": str(ports[node_of[r]]), "EXPLAINER_CPU_ARCH": MACHINE_TO_ARCH[arch],
             "EXPLAINER_SHM_OPS": "1" if shm_ops_built else "0", "EXPLAINER_COMM_TIMEOUT": "8"} for r in range(2)]
