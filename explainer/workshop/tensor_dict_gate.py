@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from explainer.distributed.device_communicators.comm_config import CommConfig
-from explainer.distributed.launch import free_port, launch
+from explainer.distributed.launch import free_ports, launch
 from explainer.distributed.parallel_state import GroupCoordinator
 from explainer.scenario.comm import pp_dict
 from explainer.workshop import catalog
@@ -151,7 +151,7 @@ def gate_rank(table: list[dict]) -> dict:
 
 
 def _launch(table: list[dict], nodes: int) -> dict:
-    idents = [f"{IDENT_PREFIX}{os.getpid()}n{free_port()}" for _ in range(nodes)]   # one ident per node
+    idents = [f"{IDENT_PREFIX}{os.getpid()}n{port}" for port in free_ports(nodes)]   # one ident per node, all different
     node_of = [0, 0] if nodes == 1 else [0, 1]
     seconds = budget()
     env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(seconds + 2)} for r in range(2)]
