@@ -30,13 +30,24 @@ lab: setup-lab
 
 # 1. unit, process and browser tests (the browser tests open the notebooks in $(LAB_VENV)'s JupyterLab);
 # 2. the notebooks under nbval in the test venv; 3. the notebooks under nbval on $(LAB_VENV)'s kernel (the venv
-# set up from the wheelhouse), again with no network.
-test: setup-test setup-lab-venv lint $(VLLM_FOR_TEST)
-	EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) EXPLAINER_VLLM_VENV=$(abspath $(VLLM_VENV)) \
-	  EXPLAINER_TEST_WHEELHOUSE=$(abspath $(TEST_WHEELHOUSE)) $(PY) -m pytest -p no:cacheprovider $(PYTEST_FLAGS) tests
-	PYTHONPATH=tests/nbval $(PY) $(NBVAL) --nbval-current-env notebooks
-	scripts/no-network.sh env PYTHONPATH=tests/nbval JUPYTER_PATH=$(abspath $(LAB_VENV))/share/jupyter \
-	  EXPLAINER_NBVAL_KERNEL_PREFIX=$(abspath $(LAB_VENV)) $(PY) $(NBVAL) --nbval-kernel-name python3 notebooks
+# set up from the wheelhouse), again with no network. Each phase is timed (scripts/timed.sh); the split is printed
+# at the end, and pytest lists its slowest tests.
+TEST_TIMES := build/test-times.tsv
+TIMED := scripts/timed.sh $(TEST_TIMES)
+test:
+	@rm -f $(TEST_TIMES)
+	@$(TIMED) "set-up: test venv" $(MAKE) --no-print-directory setup-test
+	@$(TIMED) "set-up: lab venv from the kit" $(MAKE) --no-print-directory setup-lab-venv
+	@$(TIMED) "lint" $(MAKE) --no-print-directory lint
+	$(if $(VLLM_FOR_TEST),@$(TIMED) "set-up: vLLM venv" $(MAKE) --no-print-directory vllm)
+	@$(TIMED) "pytest" env EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) EXPLAINER_VLLM_VENV=$(abspath $(VLLM_VENV)) \
+	  EXPLAINER_TEST_WHEELHOUSE=$(abspath $(TEST_WHEELHOUSE)) \
+	  $(PY) -m pytest -p no:cacheprovider --durations=15 --durations-min=10 $(PYTEST_FLAGS) tests
+	@$(TIMED) "nbval: test venv" env PYTHONPATH=tests/nbval $(PY) $(NBVAL) --durations=5 --nbval-current-env notebooks
+	@$(TIMED) "nbval: lab venv, no network" scripts/no-network.sh env PYTHONPATH=tests/nbval \
+	  JUPYTER_PATH=$(abspath $(LAB_VENV))/share/jupyter EXPLAINER_NBVAL_KERNEL_PREFIX=$(abspath $(LAB_VENV)) \
+	  $(PY) $(NBVAL) --durations=5 --nbval-kernel-name python3 notebooks
+	@$(TIMED) --report
 
 setup-lab:
 	WHEELHOUSE="$(WHEELHOUSE)" scripts/setup.sh lab
