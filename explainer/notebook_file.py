@@ -12,7 +12,19 @@ What JupyterLab 4.6 rewrites in a notebook it opens, and the stored form that le
 - ``metadata.widgets``: only the widget models an output shows, and the models they reference or that reference
   them (a ``jslink`` is a model nothing references); none at all when no output shows a widget;
 - numbers: the notebook travels to the server as JavaScript numbers, so a float with an integral value (a
-  slider's ``max: 1.0``) comes back as an int (``1``); stored is the int.
+  slider's ``max: 1.0``) comes back as an int (``1``); stored is the int;
+- ``metadata.language_info``: when a kernel starts, JupyterLab 4 writes the kernel's ``language_info`` into the
+  notebook (``NotebookPanel._updateLanguage``); it marks the notebook modified unless the value equals the stored one
+  (``YNotebook.setMetadata`` skips only a deep-equal value). ipykernel reports the interpreter's patch release
+  (3.11.2, 3.11.7), so the kernel set-up installs (``explainer.notebook_kernel``) reports ``version`` "3" on every
+  Python 3, and so does the stored form (``stored_language_info``).
+
+What only a reviewer sees (a re-execution changes only the cells whose outputs changed):
+
+- widget model ids: the kernel names each model with a random uuid, which JSON stores sorted, so every
+  re-execution rewrote and reordered the whole widget state. Stored ids are derived from where the model is
+  shown (the cell's id, the output, the path from the shown model), never from the run (``stable_model_ids``);
+- nbclient's per-cell ``metadata.execution`` timestamps are not stored.
 
 What JupyterLab would lose: with "Save Widget State Automatically" on, @jupyter-widgets/jupyterlab-manager 5.0
 saves only the models that have a live kernel comm, so a notebook saved without running anything keeps none, and
@@ -25,6 +37,7 @@ The standard library only: the Jupyter server imports this module.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -33,6 +46,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 MODEL_REF = "IPY_MODEL_"                 # how one widget model's state names another (ipywidgets' serializer)
 MAX_STORED_BYTES = 256 << 20             # the hook reads the file on disk; larger ones are left alone
+LANGUAGE_VERSION = "3"                   # language_info.version stored and reported by the set-up's kernel
 
 
 def model_refs(obj, found: set[str] | None = None) -> set[str]:
@@ -124,15 +138,102 @@ def coalesce_streams(outputs: list) -> list:
     return merged
 
 
+def stored_language_info(info: dict) -> dict:
+    """``info`` (ipykernel's ``language_info``) as every Python 3 kernel of the set-up reports it."""
+    return {**info, "version": LANGUAGE_VERSION}
+
+
+def _refs_in_order(obj, path: str = ""):
+    """(path, model id) for every model ``obj`` names, in an order that depends on ``obj``'s shape only."""
+    if isinstance(obj, str):
+        if obj.startswith(MODEL_REF):
+            yield path, obj[len(MODEL_REF):]
+    elif isinstance(obj, dict):
+        view = obj.get(WIDGET_VIEW)
+        if isinstance(view, dict) and isinstance(view.get("model_id"), str):
+            yield path, view["model_id"]
+        for key in sorted(obj):
+            yield from _refs_in_order(obj[key], f"{path}/{key}")
+    elif isinstance(obj, list):
+        for i, item in enumerate(obj):
+            yield from _refs_in_order(item, f"{path}/{i}")
+
+
+def _renamed(obj, new: dict):
+    """``obj`` with every model reference renamed by ``new`` (old id -> new id); ids not in ``new`` stay."""
+    if isinstance(obj, str):
+        if obj.startswith(MODEL_REF):
+            return MODEL_REF + new.get(obj[len(MODEL_REF):], obj[len(MODEL_REF):])
+        return obj
+    if isinstance(obj, dict):
+        out = {k: _renamed(v, new) for k, v in obj.items()}
+        view = out.get(WIDGET_VIEW)
+        if isinstance(view, dict) and isinstance(view.get("model_id"), str):
+            out[WIDGET_VIEW] = {**view, "model_id": new.get(view["model_id"], view["model_id"])}
+        return out
+    if isinstance(obj, list):
+        return [_renamed(v, new) for v in obj]
+    return obj
+
+
+def _model_id(seed: str) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]       # a uuid4's hex length, as the kernel's ids
+
+
+def stable_model_ids(nb: dict) -> dict:
+    """Old id -> new id for every stored model, from where each is shown, never from the run that made it.
+
+    A model an output shows is named after its cell's id and the output's place in the cell; a model another one
+    names (a box's child, a view's layout) after that one's new id and the path to the reference; a model that only
+    names others (a ``jslink``) after its own content with those names. So a re-execution that shows the same
+    widgets stores the same ids, and adding a cell renames nothing outside it.
+    """
+    models = widget_models(nb)
+    new: dict[str, str] = {}
+    queue: list[str] = []
+
+    def name(old: str, seed: str) -> None:
+        if old in models and old not in new:
+            new[old] = _model_id(seed)
+            queue.append(old)
+
+    for k, cell in enumerate(nb.get("cells", [])):
+        for path, old in _refs_in_order(cell.get("outputs", [])):
+            name(old, f"{cell.get('id', f'#{k}')}{path}")
+    while True:
+        while queue:
+            parent = queue.pop(0)
+            for path, old in _refs_in_order(models[parent].get("state", {})):
+                name(old, f"{new[parent]}{path}")
+        rest = [m for m in models if m not in new]
+        if not rest:
+            return new
+        naming = [m for m in rest if any(ref in new for _, ref in _refs_in_order(models[m]))] or rest
+        keys = sorted((json.dumps(_renamed(models[m], {o: new.get(o, "?") for _, o in _refs_in_order(models[m])}),
+                                  sort_keys=True), m) for m in naming)
+        for i, (key, old) in enumerate(keys):
+            name(old, f"named-by:{key}:{sum(1 for other, _ in keys[:i] if other == key)}")
+
+
 def normalize(nb: dict) -> dict:
     """The stored form (see the module's docstring); changes ``nb`` in place and returns it."""
     nb.update(as_javascript_reads_it(nb))
-    nb.setdefault("metadata", {})["kernelspec"] = dict(KERNELSPEC)
+    meta = nb.setdefault("metadata", {})
+    meta["kernelspec"] = dict(KERNELSPEC)
+    if isinstance(meta.get("language_info"), dict):
+        meta["language_info"] = stored_language_info(meta["language_info"])
     for cell in nb.get("cells", []):
         sync_collapsed(cell.setdefault("metadata", {}))
+        cell["metadata"].pop("execution", None)
         if cell.get("cell_type") == "code":
             cell["outputs"] = coalesce_streams(cell.get("outputs", []))
     _set_widget_models(nb, connected(widget_models(nb), shown_models(nb)))
+    new = stable_model_ids(nb)
+    if new:
+        for cell in nb.get("cells", []):
+            if "outputs" in cell:
+                cell["outputs"] = _renamed(cell["outputs"], new)
+        _set_widget_models(nb, {new[old]: _renamed(model, new) for old, model in widget_models(nb).items()})
     return nb
 
 

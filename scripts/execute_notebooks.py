@@ -20,7 +20,7 @@ from explainer.notebook_file import normalize
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=True,
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=True, record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     nbformat.write(nbformat.from_dict(normalize(nb)), path)

@@ -9,7 +9,8 @@
 #   torch    torch==2.13.0, the CPU build; stops with instructions if pip would pull the multi-GB CUDA build
 #   pip      the package with its extras: lab = what the notebooks need (notebooks, hf); test = that + test tools
 #   kernel   the venv's Jupyter kernel
-#   lab      JupyterLab settings in the venv (no news pop-up; saving a notebook keeps its stored widgets)
+#   lab      JupyterLab settings in the venv (no news pop-up; saving a notebook keeps its stored widgets; its
+#            kernels report the language version the notebooks store, so opening one changes nothing)
 #   trust    the notebooks, so JupyterLab shows their stored outputs and widgets before anything runs
 # Usage: scripts/setup.sh [lab|test]
 # Environment: VENV (default .venv), PYTHON (default python3), APT_LOCK_TIMEOUT (seconds to wait for apt's lock,
@@ -228,7 +229,7 @@ fi
 phase lab
 venv_abs=$(cd "$VENV" && pwd)
 settings=$venv_abs/share/jupyter/lab/settings
-mkdir -p "$settings" "$venv_abs/etc/jupyter" "$venv_abs/share/jupyter/explainer-trust"
+mkdir -p "$settings" "$venv_abs/etc/jupyter" "$venv_abs/etc/ipython" "$venv_abs/share/jupyter/explainer-trust"
 # saveState stays false: @jupyter-widgets/jupyterlab-manager 5.0 saves only the widget models with a live kernel
 # comm and marks a notebook modified as soon as it restores the stored ones, so with it on, opening a notebook
 # and letting autosave run wipes its stored steppers. The server's pre-save hook keeps them whatever the setting.
@@ -241,13 +242,18 @@ EOF
 cat >"$venv_abs/etc/jupyter/jupyter_server_config.json" <<'EOF'
 {"ContentsManager": {"pre_save_hook": "explainer.notebook_file.keep_stored_widgets"}}
 EOF
+# The venv's kernels report language_info.version "3", as the stored notebooks do: with the interpreter's patch
+# release (ipykernel's default), JupyterLab marks a notebook modified the moment a kernel of another Python starts.
+cat >"$venv_abs/etc/ipython/ipython_kernel_config.json" <<'EOF'
+{"IPKernelApp": {"kernel_class": "explainer.notebook_kernel.NotebookKernel"}}
+EOF
 # One signature store per venv, read by `jupyter trust` and by the lab server alike (every Jupyter app
 # loads jupyter_config.json from the venv's etc/jupyter), whoever runs it and whatever their home folder.
 cat >"$venv_abs/etc/jupyter/jupyter_config.json" <<EOF
 {"NotebookNotary": {"db_file": "$venv_abs/share/jupyter/explainer-trust/nbsignatures.db",
                     "secret_file": "$venv_abs/share/jupyter/explainer-trust/notebook_secret"}}
 EOF
-done_phase "JupyterLab settings: no news pop-up; saving keeps the notebooks' stored widgets ($settings/overrides.json, $venv_abs/etc/jupyter/jupyter_server_config.json)"
+done_phase "JupyterLab settings: no news pop-up; saving keeps the notebooks' stored widgets; opening one on any Python 3 leaves it unmodified ($settings/overrides.json, $venv_abs/etc/jupyter/jupyter_server_config.json, $venv_abs/etc/ipython/ipython_kernel_config.json)"
 
 phase trust
 run_logged "$VENV/bin/jupyter" trust notebooks/*.ipynb notebooks/workshop/*.ipynb || explain_failure "jupyter trust"

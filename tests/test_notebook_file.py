@@ -1,7 +1,9 @@
 """The notebooks' stored form and the server's pre-save hook (``explainer.notebook_file``).
 
 Every stored notebook is in the form JupyterLab leaves unchanged (the browser round trip itself is
-tests/test_lab_opened.py). The hook runs in a real Jupyter server configured by set-up: a save that carries
+tests/test_lab_opened.py), with widget model ids that depend on where each model is shown, never on the run, and
+the language version every Python 3 kernel of the set-up reports (tests/test_notebook_reexecution.py re-executes a
+notebook to show what a reviewer's diff holds). The hook runs in a real Jupyter server configured by set-up: a save that carries
 no widget state (JupyterLab with "Save Widget State Automatically" on, nothing run) keeps every stored model;
 a save after one cell re-ran keeps that cell's new model and the others' stored ones; a notebook without
 widgets gets no empty widget state.
@@ -18,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from explainer.notebook_file import (KERNELSPEC, WIDGET_STATE, WIDGET_VIEW, connected, keep_stored_widgets,
-                                     normalize, shown_models, widget_models)
+from explainer.notebook_file import (KERNELSPEC, LANGUAGE_VERSION, MODEL_REF, WIDGET_STATE, WIDGET_VIEW, connected,
+                                     keep_stored_widgets, model_refs, normalize, shown_models, widget_models)
 from labserver import REPO, TOKEN, jupyter_lab
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb")) + sorted((REPO / "notebooks" / "workshop").glob("*.ipynb"))
@@ -72,10 +74,15 @@ STEPPER = {                                # a slider jslinked to a Stack of two
 }
 
 
+def model_names(nb: dict) -> list[str]:
+    return sorted(m["model_name"] for m in widget_models(nb).values())
+
+
 def test_normalize_keeps_what_the_outputs_show_and_what_jupyterlab_would_rewrite():
     nb = normalize(_notebook(copy.deepcopy(STEPPER), ["box"], {"jupyter": {"outputs_hidden": True}}))
-    assert set(widget_models(nb)) == set(STEPPER) - {"orphan"}           # the jslink stays: it references the view
-    assert widget_models(nb)["slider"]["state"]["max"] == 1 and type(widget_models(nb)["slider"]["state"]["max"]) is int
+    assert model_names(nb) == sorted(m["model_name"] for k, m in STEPPER.items() if k != "orphan")   # the jslink stays
+    slider = next(m for m in widget_models(nb).values() if m["model_name"] == "IntSliderModel")
+    assert slider["state"]["max"] == 1 and type(slider["state"]["max"]) is int
     assert nb["metadata"]["kernelspec"] == KERNELSPEC
     assert nb["cells"][0]["metadata"] == {"jupyter": {"outputs_hidden": True}, "collapsed": True}
     assert normalize(copy.deepcopy(nb)) == nb                             # already in the form: unchanged
@@ -107,6 +114,53 @@ def test_the_hook_puts_back_what_a_save_without_live_widgets_dropped(tmp_path):
     text = {"type": "file", "content": "x", "format": "text"}
     keep_stored_widgets(text, "n.ipynb", Contents())
     assert text == {"type": "file", "content": "x", "format": "text"}
+
+
+def renamed_run(models: dict, views: list[str], salt: str) -> tuple[dict, list[str]]:
+    """The same widgets as another kernel run would name them: every id replaced by a fresh one."""
+    new = {old: f"{salt}{k:030x}" for k, old in enumerate(models)}
+    text = json.dumps(models)
+    for old, mid in new.items():
+        text = text.replace(f'"{MODEL_REF}{old}"', f'"{MODEL_REF}{mid}"')
+    return {new[k]: v for k, v in json.loads(text).items()}, [new[v] for v in views]
+
+
+def test_model_ids_depend_on_where_a_model_is_shown_not_on_the_run():
+    runs = [normalize(_notebook(*renamed_run(copy.deepcopy(STEPPER), ["box"], salt))) for salt in ("aa", "bb")]
+    assert runs[0] == runs[1]                                        # two runs, two uuid sets: one stored form
+    nb = runs[0]
+    models = widget_models(nb)
+    assert not {"box", "slider", "stack", "link"} & set(models)         # renamed, 32 hex digits as the kernel's
+    assert all(len(mid) == 32 and int(mid, 16) >= 0 for mid in models)
+    assert model_refs([c["outputs"] for c in nb["cells"]]) | {r for m in models.values() for r in model_refs(m)} \
+        <= set(models)                                               # every reference renamed with its model
+    assert normalize(copy.deepcopy(nb)) == nb
+    # a cell added above: the cell below keeps every model id and the same widget state
+    added = copy.deepcopy(_notebook(*renamed_run(copy.deepcopy(STEPPER), ["box"], "cc")))
+    extra = copy.deepcopy(added["cells"][0])
+    extra["id"] = "new-cell"
+    extra_models, (view,) = renamed_run({"x": _model("HTMLModel", value="new")}, ["x"], "dd")
+    extra["outputs"][0]["data"][WIDGET_VIEW]["model_id"] = view
+    added["cells"].insert(0, extra)
+    added["metadata"]["widgets"][WIDGET_STATE]["state"].update(extra_models)
+    both = normalize(added)
+    assert both["cells"][1] == nb["cells"][0]
+    assert {k: v for k, v in widget_models(both).items() if k in models} == models
+    assert len(widget_models(both)) == len(models) + 1
+
+
+def test_stored_notebooks_name_the_language_version_every_python_3_kernel_reports():
+    for path in NOTEBOOKS:
+        info = json.loads(path.read_text())["metadata"]["language_info"]
+        assert info["name"] == "python" and info["version"] == LANGUAGE_VERSION, path.name
+    for python in sorted({sys.executable, *(p for p in ("/usr/bin/python3",) if Path(p).exists())}):
+        # the kernel set-up installs, started as Jupyter starts it, in the interpreter's own kernel_info reply
+        code = ("import sys, json; sys.path.insert(0, sys.argv[1]); from explainer.notebook_kernel import NotebookKernel;"
+                " print(json.dumps(NotebookKernel.language_info))")
+        if subprocess.run([python, "-c", "import ipykernel"], capture_output=True).returncode != 0:
+            continue                                                 # Debian's python3 without ipykernel
+        out = subprocess.run([python, "-c", code, str(REPO)], capture_output=True, text=True, timeout=60, check=True)
+        assert json.loads(out.stdout) == json.loads(NOTEBOOKS[0].read_text())["metadata"]["language_info"], python
 
 
 # --- the hook in a real Jupyter server, configured by set-up ---------------------------------------------

@@ -29,7 +29,8 @@ def test_thirty_seats_at_once_the_summary_is_exact_and_a_restart_keeps_it(tmp_pa
     db = tmp_path / "room.sqlite3"
     with room_server(db) as board:
         assert board.url.startswith("http://127.0.0.1:")
-        assert board.lines[-2] == f"learners run: python -m explainer room join '{board.url}' --seat <name>"
+        assert board.lines[-2] == ("learners run, in their explainer folder: .venv/bin/python -m explainer room join "
+                                   f"'{board.url}' --seat <name>")      # as printed: tests/test_join_line.py
         fill_room(board, tmp_path)
         first = board.summary()
         token = board.token

@@ -1,7 +1,9 @@
 """``python -m explainer room serve|join|status``: the instructor's live room board, and a learner joining it.
 
 ``serve [--port P] [--db FILE] [--listen ADDR] [--seats-per-client N]`` prints the board's URL with the room
-token and the line learners run (``room join URL --seat NAME``); serves until Ctrl-C or SIGTERM (exit 0, the
+token and the line learners run in their explainer folder (``LEARNER_PYTHON -m explainer room join URL --seat
+NAME``: the interpreter of the venv `make lab` built, so it works with no venv active and where a system has no
+``python`` command, as Debian has none); serves until Ctrl-C or SIGTERM (exit 0, the
 room kept in the ``--db`` file: a restart shows the same board, same token). The file defaults to this user's
 state folder (``$XDG_STATE_HOME/explainer/room.sqlite3``, else ``~/.local/state/...``), outside any checkout;
 it is created 0600 and one board at a time serves it (a second refuses in one line). Loopback by default;
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shlex
 import socket
 import sys
 import urllib.parse
@@ -29,6 +32,14 @@ from explainer.validation import parse_int
 HELP = "the room board: serve the instructor's live board, or join it as a learner's seat"
 ENGINE = False                     # the CLI skips the engine's environment check (it would import torch)
 DEFAULT_PORT = 8765
+LEARNER_PYTHON = ".venv/bin/python"  # what `make lab` builds, from the checkout's folder (scripts/setup.sh)
+
+
+def this_python() -> str:
+    """The interpreter running this command, as a learner can type it here: relative inside this folder."""
+    rel = os.path.relpath(sys.executable)
+    path = sys.executable if rel.startswith("..") else rel if os.sep in rel else f".{os.sep}{rel}"
+    return shlex.quote(path)
 
 
 def default_db() -> str:
@@ -78,7 +89,7 @@ def announce(listen: str):
             print(f"warning: listening on {listen}: anyone on this network who has the URL can read the board "
                   "and post to it (plain HTTP)", file=sys.stderr)
         print(f"room board: {url}")
-        print(f"learners run: python -m explainer room join '{url}' --seat <name>")
+        print(f"learners run, in their explainer folder: {LEARNER_PYTHON} -m explainer room join '{url}' --seat <name>")
         print("stop: Ctrl-C (the room is kept in the --db file)", flush=True)
     return on_ready
 
@@ -112,7 +123,7 @@ def join(args) -> int:
 def status() -> int:
     url = client.room()
     if not url:
-        print("no room joined: python -m explainer room join URL --seat NAME")
+        print(f"no room joined: {this_python()} -m explainer room join URL --seat NAME")
         return 0
     override = [v for v in (client.ENV_ROOM, client.ENV_SEAT) if os.environ.get(v)]
     seat = client.seat_name()
