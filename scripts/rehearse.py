@@ -6,8 +6,9 @@ Measures, one after the other, in fresh processes as a learner's laptop runs the
 - `python -m explainer doctor` (every row, the gloo round trip and the checkpoint included);
 - Run All of each notebook of the route, in a fresh kernel (nbclient, as JupyterLab's "Restart Kernel and Run
   All Cells"; the files are not written);
-- each exercise's check from a terminal (`python -m explainer workshop check ID FILE`), on the stub the
-  exercises notebook starts from and on the answer in the solutions notebook.
+- each exercise's check from a terminal (`python -m explainer workshop check ID FILE`), on its module's stub (what
+  the exercises notebook starts from) and its solution (``EXAMPLES`` in ``explainer/workshop/exercises/``), after
+  the notebook it follows.
 Prints one row per block with the load average before and after it: numbers for docs/instructor-guide.md.
 """
 
@@ -24,11 +25,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from explainer.workshop import catalog
+
 REPO = Path(__file__).resolve().parents[1]
-ROUTE = ["01_canvas_sampler", "02_pipeline_parallel", "03_cpu_communicator"]
 FURTHER = ["04_pp_today", "05_two_hosts"]
-EXERCISES = {"accept": "entropy_bound_accept", "sync-fields": "fields_to_sync",
-             "tensor-dict-gate": "use_cpu_custom_send_recv"}
 
 
 def load() -> float:
@@ -53,15 +53,6 @@ def run_all(name: str) -> str:
     return f"{sum(c.cell_type == 'code' for c in nb.cells)} code cells, {len(errors)} errors"
 
 
-def function_cell(notebook: Path, func: str, tag: str | None = None) -> str:
-    nb = nbformat.read(notebook, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and (f"exercise:{tag}" in cell.get("metadata", {}).get("tags", []) if tag
-                                         else f"def {func}(" in cell.source):
-            return cell.source
-    raise SystemExit(f"rehearse: no cell defining {func} in {notebook}")
-
-
 def check(exercise: str, source: str) -> str:
     with tempfile.TemporaryDirectory(prefix="explainer-rehearse-") as tmp:
         path = Path(tmp) / f"{exercise.replace('-', '_')}.py"
@@ -75,12 +66,13 @@ def check(exercise: str, source: str) -> str:
 def main(argv: list[str]) -> int:
     rows = [timed("doctor", lambda: subprocess.run([sys.executable, "-m", "explainer", "doctor"], capture_output=True,
                                                    text=True, timeout=300, cwd=REPO).stdout.splitlines()[-3])]
-    exercises_nb = REPO / "notebooks" / "workshop" / "exercises.ipynb"
-    solutions_nb = REPO / "notebooks" / "workshop" / "solutions.ipynb"
-    for name, (exercise, func) in zip(ROUTE, EXERCISES.items()):
-        rows.append(timed(f"Run All {name}", lambda name=name: run_all(name)))
-        stub = function_cell(exercises_nb, func, tag=exercise)
-        answer = function_cell(solutions_nb, func)
+    ran = set()
+    for exercise, module in catalog.load_all().items():          # in the route's order
+        name = module.ABOUT.follows
+        if name not in ran:
+            ran.add(name)
+            rows.append(timed(f"Run All {name}", lambda name=name: run_all(name)))
+        stub, answer = module.EXAMPLES["stub"].source, module.EXAMPLES["solution"].source
         rows.append(timed(f"check {exercise}: the stub", lambda e=exercise, s=stub: check(e, s)))
         rows.append(timed(f"check {exercise}: the answer", lambda e=exercise, s=answer: check(e, s)))
     for name in FURTHER:

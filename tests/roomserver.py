@@ -15,6 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from explainer.workshop import catalog
+
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0
 
@@ -124,7 +126,7 @@ def expected_summary() -> dict:
     for seat, failure in CLI_FAILURE.items():
         latest[(seat, "accept")] = failure
     out = {}
-    for ex in ("accept", "sync-fields", "tensor-dict-gate"):
+    for ex in catalog.EXERCISES:                                   # every exercise is on the board
         cells = [f for (s, e), f in latest.items() if e == ex]
         fails = sorted({f for f in cells if f}, key=lambda f: (-cells.count(f), f))
         out[ex] = {"passed": cells.count(None), "tried": len(cells),
@@ -133,11 +135,10 @@ def expected_summary() -> dict:
 
 
 def _simulated_seat(seat: str) -> None:
-    from explainer.workshop import to_room
     from explainer.workshop.report import Check, verdict
     for ex, fails in SIMULATED[seat]:
         checks = [Check(name, False, "simulated") for name in fails] or [Check("all", True, "simulated")]
-        to_room.report_verdict(verdict(ex, checks), seat=seat, wait=True)
+        catalog.report_verdict(verdict(ex, checks), seat=seat, wait=True)
 
 
 def fill_room(board: Board, work: Path, with_cli: bool = True) -> None:

@@ -30,6 +30,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from explainer.workshop.catalog import EXERCISES
+
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 JS = Path(os.environ.get("EXPLAINER_JS_DIR", Path(sys.prefix) / "share" / "explainer-js"))
@@ -372,9 +374,10 @@ OVERFLOWING_OUTPUTS = """() => {
   }
   return bad;
 }"""
-WORKSHOP_ROUTE = ["notebooks/01_canvas_sampler.html", "docs/exercise-accept.html", "notebooks/02_pipeline_parallel.html",
-                  "docs/exercise-sync-fields.html", "notebooks/03_cpu_communicator.html",
-                  "docs/exercise-tensor-dict-gate.html", "notebooks/04_pp_today.html", "notebooks/05_two_hosts.html"]
+# each exercise right after the notebook it follows (the catalog's order), then the 'going further' notebooks
+WORKSHOP_ROUTE = list(dict.fromkeys(page for ex in EXERCISES.values() for page in (
+    f"notebooks/{ex.follows}.html", f"docs/exercise-{ex.id}.html"))) + ["notebooks/04_pp_today.html",
+                                                                      "notebooks/05_two_hosts.html"]
 
 
 @pytest.mark.browser
@@ -408,7 +411,7 @@ def test_the_next_links_walk_the_workshop_route(site, browser):
         page.wait_for_load_state("load")
         walked.append(Path(unquote(urlsplit(page.url).path)).resolve().relative_to(site.resolve()).as_posix())
     assert walked == WORKSHOP_ROUTE
-    for stop in ("exercise-accept", "exercise-sync-fields", "exercise-tensor-dict-gate"):   # each stop leads on
+    for stop in (f"exercise-{ex}" for ex in EXERCISES):                                   # each stop leads on
         text = (site / "docs" / f"{stop}.html").read_text(encoding="utf-8")
         for href in ("../notebooks/workshop/exercises.html", "../notebooks/workshop/solutions.html"):
             assert f'href="{href}' in text, (stop, href)

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from explainer.room import client
+from explainer.workshop import catalog
 from explainer.room.board import intake, store as store_mod
 from roomserver import FAIL_ACCEPT, PASS_ACCEPT, REPO, SIMULATED, expected_summary, fill_room, report, room_server
 
@@ -79,7 +80,7 @@ def test_every_route_needs_the_token_and_refused_reports_store_nothing(tmp_path)
                         "Content-Type: application/json\r\nContent-Length: 200000\r\n\r\n".encode())
             assert raw.recv(200).split(b" ")[1] in (b"400", b"413")
         assert board.summary() == {"seats": 0, "exercises": {ex: {"passed": 0, "tried": 0, "top_failure": None}
-                                                             for ex in ("accept", "sync-fields", "tensor-dict-gate")}}
+                                                             for ex in catalog.EXERCISES}}
         assert board.api("/api/board")[1]["seq"] == 0
 
 
@@ -176,7 +177,7 @@ def test_the_room_command_and_the_client_never_import_torch(tmp_path):
     imported = {ln.rsplit("|", 1)[-1].strip() for ln in err.splitlines() if "|" in ln}
     assert "tornado.web" in imported and "explainer.room.board.server" in imported     # the probe sees imports
     assert not {m for m in imported if m.split(".")[0] in ("torch", "numpy")}
-    out = subprocess.run([sys.executable, "-c", "import sys, explainer.room.client, explainer.workshop.to_room; "
+    out = subprocess.run([sys.executable, "-c", "import sys, explainer.room.client, explainer.workshop.catalog; "
                           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy', 'tornado')))"],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stderr

@@ -46,10 +46,10 @@ def test_the_board_shows_the_room_and_updates_live(tmp_path, monkeypatch):
 
         seq = int(page.evaluate("() => document.body.dataset.seq"))          # a learner fixes the gate: live
         monkeypatch.setenv("EXPLAINER_ROOM", board.url)
-        from explainer.workshop import to_room
+        from explainer.workshop import catalog
         from explainer.workshop.report import Check, verdict
-        to_room.report_verdict(verdict("tensor-dict-gate", [Check("two nodes: delivers", True, "ok")]),
-                               seat="seat-22", wait=True)
+        catalog.report_verdict(verdict("tensor-dict-gate", [Check("two nodes: delivers", True, "ok")]),
+                                seat="seat-22", wait=True)
         page.wait_for_function(f"() => Number(document.body.dataset.seq) > {seq}", timeout=10_000)
         cell = page.locator('tr[data-seat="seat-22"] td[data-exercise="tensor-dict-gate"]')
         assert cell.inner_text().startswith("✓ passed") and cell.get_attribute("data-state") == "pass"

@@ -8,91 +8,30 @@ Every check's processes and shared-memory segments are gone afterwards (scoped t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
-import textwrap
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from explainer.workshop import catalog
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "EXPLAINER_WORKSHOP_BUDGET": "3"}
 
-ACCEPT = {
-    "stub": "return torch.zeros_like(entropy, dtype=torch.bool)",
-    "solution": """h, order = torch.sort(entropy, dim=-1)
-keep = torch.cumsum(h, dim=-1) - h <= bound
-return torch.zeros_like(keep).scatter_(-1, order, keep)""",
-    "per_position": "return entropy <= bound",
-    "strict": """h, order = torch.sort(entropy, dim=-1)
-keep = torch.cumsum(h, dim=-1) - h < bound
-return torch.zeros_like(keep).scatter_(-1, order, keep)""",
-    "own_entropy_counted": """h, order = torch.sort(entropy, dim=-1)
-keep = torch.cumsum(h, dim=-1) <= bound
-return torch.zeros_like(keep).scatter_(-1, order, keep)""",
-    "sorted_order": """h, order = torch.sort(entropy, dim=-1)
-return torch.cumsum(h, dim=-1) - h <= bound""",
-    "batch_flattened": """h, order = torch.sort(entropy.reshape(-1))
-keep = torch.cumsum(h, dim=0) - h <= bound
-return torch.zeros_like(keep).scatter_(0, order, keep).reshape(entropy.shape)""",
-    "int_mask": """h, order = torch.sort(entropy, dim=-1)
-keep = torch.cumsum(h, dim=-1) - h <= bound
-return torch.zeros_like(keep).scatter_(-1, order, keep).int()""",
-}
-# the reason each wrong answer must give (substrings of the one-line reason)
-ACCEPT_REASONS = {
-    "stub": ["case 'one row, three accepted'", "expected accepted, got rejected"],
-    "per_position": ["case '", "expected"],
-    "strict": ["bound 0", "expected accepted, got rejected"],
-    "own_entropy_counted": ["distinct values", "expected accepted, got rejected"],
-    "sorted_order": ["case 'one row, three accepted'"],
-    "batch_flattened": ["batch > 1", "case '3 rows, different cuts'"],
-    "int_mask": ["dtype int32; expected bool"],
-}
-
-SYNC = {
-    "stub": "set()",
-    "solution": '{"draft_tokens", "is_encoder_phase", "self_conditioning_embeds"}',
-    "no_sc": '{"draft_tokens", "is_encoder_phase"}',
-    "canvas_not_drafts": '{"canvas", "is_encoder_phase", "self_conditioning_embeds"}',
-    "no_phase": '{"draft_tokens", "self_conditioning_embeds"}',
-    "not_minimal": '{"draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "canvas", "step"}',
-}
-SYNC_REASONS = {
-    "stub": ["rank 0 reads", "is_encoder_phase", "draft_tokens", "prompt '", "engine step"],
-    "no_sc": ["rank 0 reads self_conditioning_embeds", "not synced: self_conditioning_embeds"],
-    "canvas_not_drafts": ["rank 0 reads draft_tokens", "not synced: draft_tokens"],
-    "no_phase": ["is_encoder_phase", "not synced: is_encoder_phase"],
-}
-
-GATE = {
-    "stub": "return True",
-    "solution": 'return bool(getattr(device_communicator, "supports_tensor_dict", False))',
-    "always_false": "return False",
-    "not_none": "return device_communicator is not None",
-    "int_flag": 'return 1 if device_communicator.backend == "shm" else 0',
-}
-GATE_REASONS = {
-    "stub": ["two nodes", "fell back to torch.distributed", "NotImplementedError"],
-    "always_false": ["correct but slow: lost the shared-memory fast path on one node"],
-    "not_none": ["two nodes", "your gate said True", "fell back"],
-    "int_flag": ["returns a bool", "returned int"],
-}
+EXERCISES = catalog.load_all()          # every exercise module, with its example answers and their verdicts
 
 
-def _write(folder: Path, name: str, header: str, signature: str, body: str) -> Path:
-    path = folder / f"{name}.py"
-    path.write_text(f"{header}\n\ndef {signature}:\n{textwrap.indent(body, '    ')}\n")
-    return path
-
-
-def _folder(tmp_path, variants, header, signature, body=lambda b: b):
-    for name, b in variants.items():
-        _write(tmp_path, name, header, signature, body(b))
-    return tmp_path
+def _folder(folder: Path, exercise: str, names=None) -> Path:
+    for name, example in EXERCISES[exercise].EXAMPLES.items():
+        if names is None or name in names:
+            (folder / f"{name}.py").write_text(example.source)
+    return folder
 
 
 def cli(*args, timeout=600):
@@ -108,25 +47,35 @@ def _grade(exercise, folder) -> dict:
     return {Path(f["source"]).stem: f for f in data["files"]}
 
 
-def _assert_verdicts(files, reasons):
-    assert files["solution"]["passed"] and files["solution"]["exit_code"] == 0, files["solution"]
-    for name, needles in reasons.items():
+@functools.cache
+def graded(exercise: str) -> dict:
+    """Every example answer of the exercise, graded as one folder (``workshop check ID DIR --json``), once."""
+    with tempfile.TemporaryDirectory(prefix="explainer-test-examples-") as tmp:
+        return _grade(exercise, _folder(Path(tmp), exercise))
+
+
+@pytest.mark.parametrize("exercise", list(EXERCISES))
+def test_every_example_answer_gets_its_verdict(exercise):
+    """The stub fails, typical wrong answers fail with a reason a learner can act on, the solution passes."""
+    files = graded(exercise)
+    assert set(files) == set(EXERCISES[exercise].EXAMPLES) >= {"stub", "solution"}
+    for name, example in EXERCISES[exercise].EXAMPLES.items():
         f = files[name]
+        if not example.fails_with:
+            assert f["passed"] and f["exit_code"] == 0, (name, f)
+            continue
         assert f["status"] == "fail" and f["exit_code"] == 1, (name, f)
         assert not f["passed"] and any(not c["passed"] and c["required"] for c in f["checks"]), name
-        for needle in needles:
+        for needle in example.fails_with:
             assert needle in f["reason"], (name, needle, f["reason"])
 
 
-def test_accept_stub_wrong_answers_and_solution(tmp_path):
-    files = _grade("accept", _folder(tmp_path, ACCEPT, "import torch", "entropy_bound_accept(entropy, bound)"))
-    _assert_verdicts(files, ACCEPT_REASONS)
-    assert any(c["name"] == "whole generation" and c["passed"] for c in files["solution"]["checks"])
+def test_accept_solution_passes_the_whole_generation():
+    assert any(c["name"] == "whole generation" and c["passed"] for c in graded("accept")["solution"]["checks"])
 
 
-def test_sync_fields_stub_wrong_answers_and_solution(tmp_path):
-    files = _grade("sync-fields", _folder(tmp_path, SYNC, "", "fields_to_sync()", lambda b: f"return {b}"))
-    _assert_verdicts(files, SYNC_REASONS)
+def test_sync_fields_solution_is_minimal_and_a_superset_is_reported_not_minimal():
+    files = graded("sync-fields")
     sol, extra = files["solution"], files["not_minimal"]
     assert sol["figures"]["minimal"] is True and sol["figures"]["synced bytes per request per step"] == 64 + 1 + 2048
     assert extra["passed"] and extra["figures"]["minimal"] is False       # correct, reported as not minimal
@@ -134,14 +83,8 @@ def test_sync_fields_stub_wrong_answers_and_solution(tmp_path):
     assert not minimal["passed"] and not minimal["required"] and "canvas, step" in minimal["detail"]
 
 
-def test_gate_stub_wrong_answers_and_solution(tmp_path):
-    files = _grade("tensor-dict-gate", _folder(tmp_path, GATE, "", "use_cpu_custom_send_recv(device_communicator)"))
-    _assert_verdicts(files, GATE_REASONS)
-
-
 def test_folder_table_and_json_verdict_of_one_file_agree(tmp_path):
-    _folder(tmp_path, {k: GATE[k] for k in ("solution", "always_false")}, "",
-            "use_cpu_custom_send_recv(device_communicator)")
+    _folder(tmp_path, "tensor-dict-gate", ("solution", "always_false"))
     table = cli("check", "tensor-dict-gate", tmp_path)
     assert table.returncode == 1
     rows = table.stdout.splitlines()
@@ -188,7 +131,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, kind):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (("check", "acept", "x.py"), "unknown exercise 'acept'; accepted: accept, sync-fields, tensor-dict-gate"),
+    (("check", "acept", "x.py"), f"unknown exercise 'acept'; accepted: {', '.join(EXERCISES)}"),
     (("check", "accept", "no/such/file.py"), "no such file: 'no/such/file.py'"),
     (("check", "accept"), "needs a FILE"),
     (("grade",), "unknown action 'grade'"),
@@ -206,7 +149,9 @@ def test_empty_folder_is_bad_input(tmp_path):
 def test_list_names_every_exercise_with_notebook_and_minutes():
     proc = cli("list", "--json")
     rows = json.loads(proc.stdout)
-    assert [r["id"] for r in rows] == ["accept", "sync-fields", "tensor-dict-gate"]
+    modules = {p.stem for p in catalog.FOLDER.glob("[!_]*.py")}
+    assert [r["id"] for r in rows] == list(EXERCISES) and len(rows) == len(modules)      # one per module
+    assert {m.__name__.rsplit(".", 1)[1] for m in EXERCISES.values()} == modules
     assert all(r["minutes"] > 0 and (REPO / r["notebook"]).exists() for r in rows)
 
 
@@ -216,8 +161,7 @@ def test_accept_checker_runs_the_learners_rule_inside_the_real_sampler(tmp_path)
     to the learner's jail, so the jail answers more calls than there are cases (fails if the checker patches
     a name the sampler does not look up: then only the cases reach the learner's function)."""
     path = tmp_path / "solution.py"
-    path.write_text("import torch\n\n\n" + "def entropy_bound_accept(entropy, bound):\n" + textwrap.indent(
-        ACCEPT["solution"], "    ") + "\n")
+    path.write_text(EXERCISES["accept"].EXAMPLES["solution"].source)
     proc = cli("check", "accept", path, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from explainer.workshop import jail
+from explainer.workshop import catalog, jail
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not jail.available()[0], reason=f"no jail here: "
                                                                                     f"{jail.available()[1]}")]
@@ -253,13 +253,11 @@ def test_ctrl_c_during_a_folder_prints_the_finished_rows_and_exits_130(pkg, tmp_
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"explainer-workshop-{grader.pid}-*"))
 
 
-@pytest.mark.parametrize("exercise, signature", [("accept", "entropy_bound_accept(e, b)"),
-                                                 ("sync-fields", "fields_to_sync()"),
-                                                 ("tensor-dict-gate", "use_cpu_custom_send_recv(c)")])
+@pytest.mark.parametrize("exercise", list(catalog.EXERCISES))
 @pytest.mark.parametrize("exc", ["SystemExit(3)", "KeyboardInterrupt()"])
-def test_system_exit_and_interrupt_are_the_same_error_for_every_exercise(pkg, tmp_path, exercise, signature, exc):
+def test_system_exit_and_interrupt_are_the_same_error_for_every_exercise(pkg, tmp_path, exercise, exc):
     path = tmp_path / "raises.py"
-    path.write_text(f"def {signature}:\n    raise {exc}\n")
+    path.write_text(f"def {catalog.EXERCISES[exercise].signature.split(' -> ')[0]}:\n    raise {exc}\n")
     proc = cli(pkg, "check", exercise, path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"raised {exc.split('(')[0]}" in proc.stderr and "(at raises.py line 2" in proc.stderr

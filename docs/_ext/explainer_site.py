@@ -3,6 +3,9 @@
 - Optional pages: `docs/index.md` holds the line `% optional-pages`; it becomes toctree entries for the
   pages that exist (the instructor's guide, the workshop notebooks, SOURCES.md), so a missing page never
   breaks the build and a present one is never orphaned.
+- The workshop route: `docs/index.md` holds the line `% workshop-route`; it becomes the route's toctree entries,
+  each notebook an exercise follows and then that exercise's page (`docs/exercise-ID.md`), in the catalog's
+  order (`explainer.workshop.catalog`: one module per exercise), so a new exercise joins the route by itself.
 - API completeness: any `explainer` name a notebook uses that `docs/api.md` does not document yet is
   appended to that page (autodoc), so the reference never misses what the notebooks call.
 - Glossary: one file, `notebooks/glossary.md`, plain Markdown with an `<a id="term-ID">` anchor per word, so
@@ -29,11 +32,24 @@ from xml.etree import ElementTree
 from docutils import nodes
 from sphinx.util import logging
 
+from explainer.workshop.catalog import EXERCISES
+
 logger = logging.getLogger(__name__)
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 MARKER = "% optional-pages"
 SOURCES_MARKER = "% sources-page"
+ROUTE_MARKER = "% workshop-route"
+
+
+def workshop_route() -> list[str]:
+    """The route's toctree entries: each notebook an exercise follows, then its exercises' pages."""
+    route = []
+    for ex in EXERCISES.values():
+        if f"/notebooks/{ex.follows}" not in route:
+            route.append(f"/notebooks/{ex.follows}")
+        route.append(f"exercise-{ex.id}")
+    return route
 
 
 def _optional_pages(app, config):
@@ -53,6 +69,8 @@ def _fill_optional_pages(app, docname, source):
         source[0] = source[0].replace(MARKER, "\n".join(app.env_optional))
     if SOURCES_MARKER in source[0]:
         source[0] = source[0].replace(SOURCES_MARKER, app.env_sources)
+    if ROUTE_MARKER in source[0]:
+        source[0] = source[0].replace(ROUTE_MARKER, "\n".join(workshop_route()))
 
 
 GLOSSARY = Path("notebooks") / "glossary.md"

@@ -1,7 +1,7 @@
 """A workshop check's turnaround: learners iterate on it, so it should answer in about a second.
 
-For each exercise, a passing answer (the slowest path: every check runs; ``sync-fields`` also runs its
-minimality runs), graded as a learner meets it:
+For each exercise, its module's passing answer (``EXAMPLES["solution"]``; the slowest path: every check runs,
+``sync-fields`` also runs its minimality runs), graded as a learner meets it:
 
 * in a notebook: ``check()`` through the kernel's grader process (``grader_process.py``), warm (its jail and its
   reference ready, as after the first check of a session): the p50 of several checks. Goal: at most 1.0 s;
@@ -28,18 +28,10 @@ from pathlib import Path
 from explainer.bench import Row
 from explainer.bench.load import busy_load
 from explainer.workshop import learner
-from explainer.workshop.catalog import EXERCISES
+from explainer.workshop import catalog
 from explainer.workshop.grader_process import GraderProcess
 from explainer.workshop.jail import view
 
-SOLUTIONS = {
-    "accept": ("import torch\n\ndef entropy_bound_accept(entropy, bound):\n"
-               "    h, order = torch.sort(entropy, dim=-1)\n    keep = torch.cumsum(h, dim=-1) - h <= bound\n"
-               "    return torch.zeros_like(keep).scatter_(-1, order, keep)\n"),
-    "sync-fields": "def fields_to_sync():\n    return {'draft_tokens', 'is_encoder_phase', 'self_conditioning_embeds'}\n",
-    "tensor-dict-gate": ("def use_cpu_custom_send_recv(device_communicator):\n"
-                         "    return bool(getattr(device_communicator, 'supports_tensor_dict', False))\n"),
-}
 NOTEBOOK_GOAL, COMMAND_GOAL, LOAD_GOAL = 1.0, 3.0, 1.5
 
 
@@ -102,13 +94,13 @@ def run(quick: bool = False) -> list[Row]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="explainer-bench-workshop-") as tmp:
         paths, codes = {}, {}
-        for ex, source in SOLUTIONS.items():
+        for ex, module in catalog.load_all().items():
             paths[ex] = Path(tmp) / f"{ex.replace('-', '_')}.py"
-            paths[ex].write_text(source)
-            codes[ex] = learner.from_file(paths[ex], EXERCISES[ex].function, ex)
+            paths[ex].write_text(module.EXAMPLES["solution"].source)
+            codes[ex] = learner.from_file(paths[ex], module.ABOUT.function, ex)
         grader = _grader(jail=True)
         try:
-            for ex in SOLUTIONS:
+            for ex in codes:
                 p50, ok = _warm_p50(grader, codes, ex, reps)
                 rows.append(Row("workshop", f"check('{ex}', ...) in a notebook, warm, jailed (p50 of {reps}; "
                                             f"{_load()})", p50, None, "s", None, f"<= {NOTEBOOK_GOAL:g} s",
@@ -135,7 +127,7 @@ def _under_load(codes: dict, reps: int) -> list[Row]:
     with busy_load(procs, max_seconds=600):
         graders = {jail: _grader(jail) for jail in (True, False)}
         try:
-            for ex in SOLUTIONS:
+            for ex in codes:
                 (jailed, plain), ok = _paired_p50(graders, codes, ex, reps)
                 rows.append(Row("workshop", f"check('{ex}') under load ({procs} busy loops, {_load()}): jailed vs "
                                             f"not isolated, in turns, p50 of {reps}", jailed, plain, "s",

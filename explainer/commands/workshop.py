@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from explainer.errors import UsageError
-from explainer.workshop import grading, learner, to_room
+from explainer.workshop import catalog, grading, learner
 from explainer.workshop.catalog import EXERCISES, get
 from explainer.workshop.grader_process import NO_FORK
 from explainer.workshop.jail.warm import WarmJail
@@ -93,7 +93,7 @@ def run(args) -> int:
         print(f"error: {inert(report.reason)}", file=sys.stderr, flush=True)
     else:
         print(report.text(), flush=True)
-    to_room.report_verdict(report, wait=True)          # a joined room sees it (<= 1.5 s more)
+    catalog.report_verdict(report, wait=True)          # a joined room sees it (<= 1.5 s more)
     return _leave(report.exit_code)
 
 
@@ -106,7 +106,7 @@ def _notice(grader) -> None:
 def _row(row) -> None:
     print(f"  {row.name}: {row.report.status if row.report else 'skipped'}", file=sys.stderr, flush=True)
     if row.report is not None:                    # a hand-in per learner: its seat is named after the file
-        to_room.report_verdict(row.report, seat=row.name.rsplit(".", 1)[0], wait=True)
+        catalog.report_verdict(row.report, seat=row.name.rsplit(".", 1)[0], wait=True)
 
 
 def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None) -> int:

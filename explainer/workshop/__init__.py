@@ -15,7 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 
-from explainer.workshop import learner, to_room
+from explainer.workshop import catalog, learner
 from explainer.workshop.catalog import EXERCISES, About, get
 from explainer.workshop.grader_process import GraderProcess
 from explainer.workshop.report import Check, LearnerError, Report
@@ -45,7 +45,7 @@ def check(exercise_id: str, solution) -> Report:
     """Grade ``solution`` (a function object, or a path to a .py file) for ``exercise_id``; with a room joined
     (or ``EXPLAINER_ROOM`` set), the verdict also goes to the room board (in the background)."""
     report = _check(get(exercise_id), solution)
-    to_room.report_verdict(report)
+    catalog.report_verdict(report)
     return report
 
 

@@ -1,15 +1,39 @@
-"""The exercises as a learner and an instructor see them: the id, the function to write, its notebook, the minutes.
+"""The exercises: where each one lives, what a learner and an instructor see of it, and where its verdict goes.
 
-Light on purpose (the standard library only): the command line's ``workshop list``, the room board's page and
-argument checks read it without loading torch. The machinery of each exercise (its reference, what runs in the
-jail, the verdict) is its ``Exercise`` object (``exercise.py``; one module per exercise, ``exercises.py``).
+One exercise is one module of ``explainer/workshop/exercises/`` and nothing else (its notebook cell and its docs
+page aside). The module declares, top to bottom:
+
+* ``ABOUT = About(id=..., ...)``: what learners see (the id, the function to write, its notebook, the minutes,
+  the route notebook it follows), written as literals;
+* ``EXAMPLES``: answers with their expected verdicts (``Example``): at least ``"stub"`` (what the exercises
+  notebook starts from) and ``"solution"``; the tests grade every one, the benchmark and the rehearsal use them;
+* ``ANSWER_WORDS``: the words its answer is made of (the exercises notebook must not show them before the check);
+* ``PRELOAD``: modules the learner's process imports before the learner's code (their cost is not the learner's);
+* ``reference()``: the reference's own work (a real generation, the PP=1 tokens), once per grading session;
+* ``answer(fn, args) -> dict``: inside the jail, the learner's function on plain data, its answer as plain data
+  (nothing of it is trusted: the learner's code can replace this function in its own process);
+* ``grade(learner, code) -> Report``: in the trusted check process, asks the learner's process
+  (``learner.call``), validates every answer as data, compares with the reference and gives the verdict;
+* ``picture(report) -> str``: the HTML the notebook panel shows under a failed verdict.
+
+This module is light on purpose (the standard library only): ``workshop list``, the room board and the argument
+checks read ``EXERCISES`` without loading torch, so it reads each module's ``ABOUT`` as data (its literal
+keywords, with ``ast``) instead of running the module; ``load`` imports the module itself, to grade.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 from explainer.errors import UsageError
+from explainer.room import client
+
+FOLDER = Path(__file__).with_name("exercises")
+PACKAGE = f"{__package__}.exercises"
 
 
 @dataclass(frozen=True)
@@ -19,25 +43,62 @@ class About:
     signature: str
     notebook: str          # the exercise notebook (repo-relative)
     minutes: int           # suggested time in the room
-    teaches: str           # the notebook section it follows
+    follows: str           # the route's notebook it follows (notebooks/NAME.ipynb)
+    section: str           # the part of that notebook it practises
     summary: str
 
+    @property
+    def teaches(self) -> str:
+        return f"{self.follows}: {self.section}"
 
-ACCEPT = About("accept", "entropy_bound_accept", "entropy_bound_accept(entropy, bound) -> bool tensor [B, L]",
-               "notebooks/workshop/exercises.ipynb", 12, "01_canvas_sampler: the entropy-bound accept rule",
-               "the sampler's accept rule, against the library's (= transformers') on random and edge-case entropies")
-SYNC_FIELDS = About("sync-fields", "fields_to_sync", "fields_to_sync() -> set[str]",
-                    "notebooks/workshop/exercises.ipynb", 18, "02_pipeline_parallel: stale state on rank 0, state sync",
-                    "which per-request state fields the last PP rank must send each step; the real PP=2 engine vs PP=1")
-TENSOR_DICT_GATE = About("tensor-dict-gate", "use_cpu_custom_send_recv",
-                         "use_cpu_custom_send_recv(device_communicator) -> bool", "notebooks/workshop/exercises.ipynb",
-                         12, "03_cpu_communicator: the #40150 gate",
-                         "the GroupCoordinator's tensor-dict gate: its answers used by real rank processes on one node "
-                         "and on two")
-EXERCISES = {e.id: e for e in (ACCEPT, SYNC_FIELDS, TENSOR_DICT_GATE)}
+
+@dataclass(frozen=True)
+class Example:
+    """An answer and its expected verdict: it passes when ``fails_with`` is empty, else it fails with a reason
+    that holds each of ``fails_with``."""
+    source: str
+    fails_with: tuple[str, ...] = ()
+
+
+def declared(path: Path) -> About:
+    """The ``ABOUT = About(...)`` of an exercise module, read as data (nothing of the module runs)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ABOUT"]:
+            return About(**{kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords})
+    raise ValueError(f"{path}: no ABOUT = About(...) with literal keywords")
+
+
+def _discover() -> tuple[dict[str, About], dict[str, str]]:
+    found = {}
+    for path in sorted(FOLDER.glob("[!_]*.py")):
+        about = declared(path)
+        found[about.id] = (about, f"{PACKAGE}.{path.stem}")
+    order = sorted(found, key=lambda i: (found[i][0].follows, i))          # the route's order
+    return {i: found[i][0] for i in order}, {i: found[i][1] for i in order}
+
+
+EXERCISES, MODULES = _discover()
 
 
 def get(exercise_id: str) -> About:
     if exercise_id not in EXERCISES:
         raise UsageError(f"unknown exercise {exercise_id!r}; accepted: {', '.join(EXERCISES)}")
     return EXERCISES[exercise_id]
+
+
+def load(exercise_id: str) -> ModuleType:
+    """The exercise's module, whole (loads torch and the engine); ``UsageError`` for an unknown id."""
+    module = importlib.import_module(MODULES[get(exercise_id).id])
+    assert module.ABOUT == EXERCISES[exercise_id], f"{module.__name__}: ABOUT is not what the catalog read"
+    return module
+
+
+def load_all() -> dict[str, ModuleType]:
+    return {exercise_id: load(exercise_id) for exercise_id in EXERCISES}
+
+
+def report_verdict(report, seat: str | None = None, wait: bool = False):
+    """The hook after a verdict: post ``report``'s exercise, passed and first failing check's name to the room
+    board ``EXPLAINER_ROOM`` names (``explainer.room.client``; nothing when no room is joined; ``wait``: at most
+    ``client.TIMEOUT`` s). It reads the verdict, never changes it, and sends nothing of the learner's code."""
+    return client.report_verdict(report.exercise, report.passed, report.first_failure(), seat=seat, wait=wait)

@@ -14,27 +14,27 @@ import json
 import os
 import resource
 import time
+from types import ModuleType
 
 from explainer.workshop import learner, progress
-from explainer.workshop.exercise import Exercise
 from explainer.workshop.jail.channel import LearnerProcess
 from explainer.workshop.jail.warm import Spawned
 from explainer.workshop.report import LearnerError, Report
 
 
-def _graded(ex: Exercise, code: learner.LearnerCode, spawned: Spawned) -> tuple[Report, str, bool]:
+def _graded(ex: ModuleType, code: learner.LearnerCode, spawned: Spawned) -> tuple[Report, str, bool]:
     """(report, the learner's printed output, isolated)."""
     talk = None
     try:
         progress.phase("starting the learner's process")
-        talk = LearnerProcess(spawned, code, preload=ex.preload)
+        talk = LearnerProcess(spawned, code, preload=ex.PRELOAD)
         with progress.learner_phase(f"running the top level of {code.filename}"):
             talk.load()
         report = ex.grade(talk, code)
     except LearnerError as exc:
-        report = Report.error(ex.id, exc.kind, str(exc))
+        report = Report.error(ex.ABOUT.id, exc.kind, str(exc))
     except learner.LearnerLimit as exc:
-        report = Report(ex.id, "fail", reason=str(exc))
+        report = Report(ex.ABOUT.id, "fail", reason=str(exc))
     finally:
         if talk is not None:
             talk.close()
@@ -43,7 +43,7 @@ def _graded(ex: Exercise, code: learner.LearnerCode, spawned: Spawned) -> tuple[
     return report, talk.output() if talk else "", spawned.isolated
 
 
-def run(ex: Exercise, code: learner.LearnerCode, spawned: Spawned, workdir: str) -> int:
+def run(ex: ModuleType, code: learner.LearnerCode, spawned: Spawned, workdir: str) -> int:
     """The check, in its own process: the verdict to ``WORKDIR/result.json``; returns the exit code."""
     progress.start(os.path.join(workdir, "progress.jsonl"))
     t0 = time.perf_counter()

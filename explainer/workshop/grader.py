@@ -1,13 +1,13 @@
 """A grading session: the warm jail and the warm reference once, then every check in fresh processes of its own.
 
 ``Grader()`` starts the warm jail (``jail.warm.WarmJail``: bubblewrap around a process that imports torch and the
-exercises once) and does each exercise's reference work once (``warm``: ``Exercise.reference``, a real
+exercises once) and does each exercise's reference work once (``warm``: the exercise module's ``reference``, a real
 generation, PP=1's tokens), ahead of time or at its first check. ``check(exercise_id, code)`` then reads top to
 bottom:
 
 1. ``jail.spawn()``: a fresh learner's process in the warm jail (its own namespaces, uid, scratch folder, limits);
 2. ``os.fork()``: the trusted check process, in a session of its own (``check_process.run``): it asks the learner's
-   process over pipes, computes the verdict (``Exercise.grade``) and writes it to the check's work folder;
+   process over pipes, computes the verdict (the exercise's ``grade``) and writes it to the check's work folder;
 3. the watchdog, here: a learner phase may last its budget plus ``GRACE``, the whole check ``hard_cap()``; then
    the check's process group is ended (``process_group.end``: the gate's rank processes with it) and their
    shared-memory segments unlinked; the learner's process dies with the check (its keeper sees the check's
@@ -35,10 +35,9 @@ from pathlib import Path
 import torch
 
 from explainer.distributed.procs import die_with_parent
-from explainer.workshop import check_process, exercises, learner, process_group
+from explainer.workshop import catalog, check_process, learner, process_group
 from explainer.workshop.jail.warm import JailError, Spawned, WarmJail
 from explainer.workshop.report import Report
-from explainer.workshop.tensor_dict_gate import IDENT_PREFIX
 
 GRACE = 5.0            # seconds past a learner phase's own budget before the watchdog ends the group
 
@@ -72,12 +71,12 @@ class Grader:
     def warm(self, exercise_id: str) -> None:
         """The exercise's reference work, once per session (every later check's process inherits it)."""
         if exercise_id not in self.warmed:
-            exercises.get(exercise_id).reference()
+            catalog.load(exercise_id).reference()
             self.warmed.add(exercise_id)
 
     def check_file(self, exercise_id: str, path, env: dict | None = None) -> Report:
         """Grade one .py or .ipynb file (``workshop check ID FILE``)."""
-        ex = exercises.get(exercise_id)
+        ex = catalog.get(exercise_id)
         try:
             code = learner.from_file(path, ex.function, ex.id)
         except learner.LearnerError as exc:
@@ -85,33 +84,33 @@ class Grader:
         return self.check(exercise_id, code, env)
 
     def check(self, exercise_id: str, code: learner.LearnerCode, env: dict | None = None) -> Report:
-        ex = exercises.get(exercise_id)
-        self.warm(ex.id)
+        about = catalog.get(exercise_id)
+        self.warm(about.id)
         work = Path(tempfile.mkdtemp(prefix=f"{process_group.PREFIX}{os.getpid()}-"))
         t0, seen, pid = time.monotonic(), set(), None
         try:
             try:
                 spawned = self.jail.spawn()
             except (JailError, OSError) as exc:
-                return Report.error(ex.id, "internal", f"the jail could not start a learner's process: {exc}",
+                return Report.error(about.id, "internal", f"the jail could not start a learner's process: {exc}",
                                     source=code.origin, function=code.function)
-            pid = self._fork(ex, code, spawned, work, settings() if env is None else env)
+            pid = self._fork(catalog.load(about.id), code, spawned, work, settings() if env is None else env)
             spawned.close()                          # the check holds them now: its end is the learner's end
             self.jail.prepare()                      # the next check's learner's process, made meanwhile
             seen.add(pid)
             process_group.record(work, pid)
             killed, status = self._watch(pid, work, t0, seen)
-            report = _report(ex.id, code, killed, status, work, time.monotonic() - t0)
+            report = _report(about.id, code, killed, status, work, time.monotonic() - t0)
             report.process_ids, report.check_pid = sorted(seen), pid
             return report
         finally:
             if pid is not None:
                 process_group.end(pid, seen)        # the check's process group: whatever is left of it
                 _reap(pid)
-                process_group.unlink_segments(seen, f"{IDENT_PREFIX}{pid}n")    # the gate's SHM groups
+                process_group.unlink_segments(seen, process_group.check_segments(pid))   # its ranks' SHM groups
             shutil.rmtree(work, ignore_errors=True)
 
-    def _fork(self, ex, code, spawned: Spawned, work: Path, env: dict) -> int:
+    def _fork(self, exercise, code, spawned: Spawned, work: Path, env: dict) -> int:
         pid = os.fork()
         if pid:
             return pid
@@ -132,7 +131,7 @@ class Grader:
                 del os.environ[key]
             os.environ.update(env)
             os.chdir(work)
-            code_ = check_process.run(ex, code, spawned, str(work))
+            code_ = check_process.run(exercise, code, spawned, str(work))
         except BaseException:                        # noqa: BLE001 - reported through output.txt
             traceback.print_exc()
         finally:

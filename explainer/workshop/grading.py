@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from explainer.errors import UsageError
-from explainer.workshop.report import Report, first_failure
+from explainer.workshop.report import Report
 from explainer.workshop.shown import clip, csv_cell, inert
 
 GRADED = (".py", ".ipynb")
@@ -140,7 +140,7 @@ def write_csv(path: str | Path, exercise_id: str, rows: list[Row]) -> None:
             for row in rows:
                 r = row.report
                 cells = ([row.name, exercise_id, "skipped", "", row.skipped, ""] if r is None else
-                         [row.name, exercise_id, r.status, first_failure(r) or "", r.reason, f"{r.seconds:.1f}"])
+                         [row.name, exercise_id, r.status, r.first_failure() or "", r.reason, f"{r.seconds:.1f}"])
                 w.writerow([csv_cell(c) for c in cells])
         os.replace(tmp, path)
     except OSError as exc:

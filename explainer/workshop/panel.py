@@ -1,24 +1,16 @@
 """A check's result as an HTML panel for a notebook cell: the verdict, one row per check, what to fix, and
-on failure the picture of the failure (pure functions of a ``report.Report``, which draws itself with them in
-a notebook; the panel runs no learner code and imports nothing of the workshop).
+on failure the picture of the failure, which the exercise's module draws (``picture(report)``; pure functions of
+a ``report.Report``, which draws itself with them in a notebook; the panel runs no learner code).
 
 Colour-blind safe: every state is a symbol and a word (✓ PASS / ✗ FAIL / · info); colours (Okabe-Ito blue
 and vermillion) only repeat it.
-
-* ``accept``: the first differing case as a table: per position the entropy, its place in ascending
-  order, the sum of the smaller entropies (what the rule compares with the bound), expected and got.
-* ``sync-fields``: every rank's view at the first divergence (``render.pp_views.rank_views_html``), next to PP=1.
-* ``tensor-dict-gate``: per run and rank: node, communicator backend, what the gate said, the path taken.
 """
 
 from __future__ import annotations
 
 from html import escape as html_escape
 
-import torch
-
-from explainer.render.pp_views import rank_views_html
-from explainer.trace import Trace
+from explainer.workshop import catalog
 from explainer.workshop.shown import inert
 
 
@@ -79,8 +71,8 @@ def panel_html(report, css: bool = True) -> str:
         body.append(f'<details class="xp-ws-note"><summary>printed during the check ({len(lines)} line'
                     f'{"s" * (len(lines) != 1)}, last 2000 characters)</summary><pre>{html_escape(printed)}'
                     f'</pre></details>')
-    if report.status == "fail":
-        body.append(PICTURES.get(report.exercise, lambda r: "")(report))
+    if report.status == "fail" and report.exercise in catalog.EXERCISES:
+        body.append(catalog.load(report.exercise).picture(report))    # the exercise draws its own failure
     return (CSS if css else "") + (f'<div class="xp-ws xp-ws-{report.status}" data-exercise="{text_html(report.exercise)}" '
                                    f'data-status="{report.status}">' + "".join(body) + "</div>")
 
@@ -92,71 +84,3 @@ def _fig(v) -> str:
         return ", ".join(map(str, v)) or "none"
     return str(v)
 
-
-def accept_picture(report) -> str:
-    case = report.picture.get("case")
-    if not case:
-        return ""
-    h = torch.tensor(case["entropy"], dtype=torch.float32)
-    row = case.get("row", 0)
-    sorted_h, order = torch.sort(h[row])
-    before = torch.empty_like(sorted_h).scatter_(0, order, torch.cumsum(sorted_h, 0) - sorted_h)
-    place = torch.empty_like(order).scatter_(0, order, torch.arange(len(order)))
-    L = h.shape[1]
-    show = range(L) if L <= 16 else range(max(0, case.get("col", 0) - 8), min(L, case.get("col", 0) + 8))
-    exp, got = case["expected"][row], (case["got"][row] if case.get("got") else None)
-    yes = lambda b: "✓ accept" if b else "· reject"               # noqa: E731
-
-    def cells(values, diff=lambda j: False):
-        return "".join(f'<td class="{"xp-ws-diff" if diff(j) else ""}">{values(j)}</td>' for j in show)
-    def differs(j):
-        return got is not None and got[j] != exp[j]
-    rows = [f"<tr><th>position</th>{cells(lambda j: j)}</tr>",
-            f"<tr><th>entropy</th>{cells(lambda j: f'{float(h[row, j]):.4g}')}</tr>",
-            f"<tr><th>place in ascending order</th>{cells(lambda j: int(place[j]))}</tr>",
-            f"<tr><th>sum of the entropies sorted before it</th>{cells(lambda j: f'{float(before[j]):.4g}')}</tr>",
-            f"<tr><th>expected (sum before ≤ bound)</th>{cells(lambda j: yes(exp[j]), differs)}</tr>"]
-    if got is not None:
-        rows.append(f"<tr><th>your function</th>{cells(lambda j: yes(got[j]) + (' ≠' if differs(j) else ''), differs)}</tr>")
-    title = (f'<div class="xp-ws-note"><b>case {text_html(case["label"])}</b>: entropy of shape {list(h.shape)}, '
-             f'bound {case["bound"]:g}; row {row}' + (f" of {h.shape[0]}" if h.shape[0] > 1 else "")
-             + (f", positions {show.start}..{show.stop - 1} of {L}" if L > 16 else "") + "</div>")
-    return title + f'<div class="xp-ws-scroll"><table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table></div>'
-
-
-def sync_picture(report) -> str:
-    pic = report.picture
-    if not pic.get("trace") or pic.get("event") is None:
-        return ""
-    trace, ref = Trace.from_json(pic["trace"]), Trace.from_json(pic["reference"])
-    note = (f"prompt {pic['prompt']!r} (seed {pic['seed']}) alone: PP=2 with your fields writes {pic['text']!r}, "
-            f"PP=1 {pic['pp1_text']!r}")
-    return ('<div class="xp-ws-note"><b>the first divergence</b>: every rank\'s view of the state at the event '
-            'where a rank first reads a field that differs from the owner\'s</div>'
-            + rank_views_html(trace, pic["event"], reference=ref, note=note))
-
-
-def gate_picture(report) -> str:
-    runs = report.picture.get("runs") or []
-    rows = []
-    for run in runs:
-        label = "one node" if run["nodes"] == 1 else "two nodes"
-        for r in run["ranks"]:
-            said = ", ".join(a["returned"] for a in r.get("asked", [])) or "-"
-            path = {True: "custom (shared memory)" if r.get("backend") == "shm" else "custom",
-                    False: "generic (gloo)", None: "-"}[r.get("custom")]
-            err = r.get("error")
-            outcome = (f"✗ {err['type']}" if err else "✓ received intact" if r.get("received_equal") else
-                       "✓ sent" if r.get("rank") == 0 and r.get("agree", True) else "✗ not delivered")
-            rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{text_html(outcome)}</td><td>{path}</td>"
-                        f"<td>{text_html(said)}</td><td>{text_html(str(r.get('backend')))}</td>"
-                        f"<td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
-                        f"</td><td>{r['node']}</td></tr>")
-    return ('<div class="xp-ws-note"><b>what each rank saw</b> (real rank processes; the same PP dict '
-            'hidden_states + residual [2, 8, 64] fp32, rank 0 → rank 1)</div><div class="xp-ws-scroll">'
-            '<table class="xp-ws-runs"><tr><th>run</th>'
-            '<th>rank</th><th>outcome</th><th>path taken</th><th>your gate said</th><th>backend</th>'
-            '<th>supports_<wbr>tensor_<wbr>dict</th><th>node</th></tr>' + "".join(rows) + "</table></div>")
-
-
-PICTURES = {"accept": accept_picture, "sync-fields": sync_picture, "tensor-dict-gate": gate_picture}

@@ -24,6 +24,19 @@ from explainer.distributed.device_communicators.shm_segments import SHM_DIR, swe
 from explainer.distributed.procs import pid_alive
 from explainer.workshop.jail.warm import WORK_PREFIX as PREFIX
 
+SHM_PREFIX = "workshop"       # a check's SHM group names: this + the check process's pid + "n" (``shm_ident``)
+
+
+def shm_ident(tag) -> str:
+    """A SHM group ident for rank processes a check starts (``EXPLAINER_DIST_IDENT``): named after the check
+    process, so the grader unlinks what its killed ranks leave (``check_segments``)."""
+    return f"{SHM_PREFIX}{os.getpid()}n{tag}"
+
+
+def check_segments(check_pid: int) -> str:
+    """The prefix of the SHM groups the check ``check_pid`` started (``shm_ident``)."""
+    return f"{SHM_PREFIX}{check_pid}n"
+
 
 def members(pgid: int) -> set[int]:
     """Live processes of process group ``pgid`` (from /proc; where there is none, the leader if alive)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from explainer.workshop.panel import panel_html
 from explainer.workshop.shown import inert, inert_data
 
 EXIT_CODES = {"pass": 0, "fail": 1, "error": 2}
@@ -62,6 +63,14 @@ class Report:
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
 
+    def first_failure(self) -> str | None:
+        """The name the gradebook (``--csv``) and the room board count: the first failed required check, else the
+        error's kind (``syntax-error``, ...), else ``limit`` (a limit the learner's code hit); None on a pass."""
+        if self.passed:
+            return None
+        failed = [c for c in self.checks if c.required and not c.passed]
+        return failed[0].name if failed else (self.error_kind or "limit")
+
     def to_json(self) -> dict:
         """Plain data; every text a learner may have shaped (the reason, the source's name, a check's
         detail, a figure) is inert (``shown.inert``)."""
@@ -92,8 +101,7 @@ class Report:
         return f"<workshop check {self.exercise}: {word}" + (f": {self.reason}>" if self.reason else ">")
 
     def _repr_html_(self) -> str:
-        from explainer.workshop.panel import panel_html   # the pictures load torch: the grader stays light
-        return panel_html(self)
+        return panel_html(self)          # a failure's picture loads its exercise (torch): in a notebook only
 
     def text(self) -> str:
         """The terminal form: verdict line, one line per check, the reason; learner text inert, and what the
@@ -112,15 +120,6 @@ class Report:
         if self.status != "pass":
             lines.append(("error: " if self.status == "error" else "reason: ") + inert(self.reason))
         return "\n".join(lines)
-
-
-def first_failure(report: Report) -> str | None:
-    """The name the gradebook (``--csv``) and the room board count: the first failed required check, else the
-    error's kind (``syntax-error``, ...), else ``limit`` (a limit the learner's code hit); None on a pass."""
-    if report.passed:
-        return None
-    failed = [c for c in report.checks if c.required and not c.passed]
-    return failed[0].name if failed else (report.error_kind or "limit")
 
 
 def verdict(exercise: str, checks: list[Check], **kw) -> Report:

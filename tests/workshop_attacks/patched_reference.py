@@ -2,7 +2,7 @@
 import torch
 
 try:
-    import explainer.workshop.accept as _c
+    import explainer.workshop.exercises.accept as _c
     from explainer.sampler import primitives
     _wrong = lambda h, b: torch.zeros_like(h, dtype=torch.bool)   # noqa: E731
     _c.library_rule = _wrong

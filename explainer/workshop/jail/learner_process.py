@@ -24,18 +24,18 @@ import os
 import sys
 import types
 
+from explainer.workshop import catalog
 from explainer.workshop.learner import describe
 
-EXERCISES: dict = {}             # id -> Exercise, filled once by warm()
+EXERCISES: dict = {}             # id -> the exercise's module, filled once by warm()
 
 
 def warm() -> None:
     """The heavy imports, once, in the warm process (after its probe): torch and every exercise (their
-    ``answer`` runs here), and whatever each lists to load before a learner's code (``Exercise.preload``)."""
-    from explainer.workshop.exercises import EXERCISES as ALL
-    EXERCISES.update(ALL)
-    for ex in ALL.values():
-        for name in ex.preload:
+    ``answer`` runs here), and whatever each lists to load before a learner's code (its ``PRELOAD``)."""
+    EXERCISES.update(catalog.load_all())
+    for ex in EXERCISES.values():
+        for name in ex.PRELOAD:
             importlib.import_module(name)
 
 

@@ -30,15 +30,38 @@ from explainer.distributed.device_communicators.comm_config import CommConfig
 from explainer.distributed.launch import free_ports, launch
 from explainer.distributed.parallel_state import GroupCoordinator
 from explainer.scenario.comm import pp_dict
-from explainer.workshop import catalog
+from explainer.workshop.catalog import About, Example
 from explainer.workshop.learner import LearnerLimit, budget
-from explainer.workshop.exercise import Exercise
+from explainer.workshop.panel import text_html
+from explainer.workshop.process_group import shm_ident
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, verdict
 
+ABOUT = About(id="tensor-dict-gate", function="use_cpu_custom_send_recv",
+              signature="use_cpu_custom_send_recv(device_communicator) -> bool",
+              notebook="notebooks/workshop/exercises.ipynb", minutes=12, follows="03_cpu_communicator",
+              section="the #40150 gate",
+              summary="the GroupCoordinator's tensor-dict gate: its answers used by real rank processes on one node "
+                      "and on two")
+PRELOAD = ()
+ANSWER_WORDS = ("supports_tensor_dict",)
 
-EXERCISE = catalog.TENSOR_DICT_GATE.id
-IDENT_PREFIX = "workshop"       # SHM group names start with it + the check process's pid (swept by the grader)
+
+def _answer(body: str) -> str:
+    return f"def use_cpu_custom_send_recv(device_communicator):\n    {body}\n"
+
+
+# name -> an answer and the words of the reason a wrong one must give
+EXAMPLES = {
+    "stub": Example(_answer("return True"), ("two nodes", "fell back to torch.distributed", "NotImplementedError")),
+    "solution": Example(_answer('return bool(getattr(device_communicator, "supports_tensor_dict", False))')),
+    "always_false": Example(_answer("return False"),
+                            ("correct but slow: lost the shared-memory fast path on one node",)),
+    "not_none": Example(_answer("return device_communicator is not None"),
+                        ("two nodes", "your gate said True", "fell back")),
+    "int_flag": Example(_answer('return 1 if device_communicator.backend == "shm" else 0'),
+                        ("returns a bool", "returned int")),
+}
 
 
 FACT_NAMES = ("backend", "supports_tensor_dict", "rank", "rank_in_group", "world_size", "ranks", "unique_name", "gate")
@@ -88,6 +111,10 @@ class SharedMemoryDistributed:
     recv_tensor_dict = send_tensor_dict
 
 
+def reference() -> None:
+    """Nothing to prepare: the verdict compares what real rank processes did with the rule itself."""
+
+
 def answer(fn, args: dict) -> dict:
     """Inside the jail: the learner's gate on one communicator's facts; the bool it means, its type and repr."""
     facts = args.get("facts")
@@ -103,7 +130,7 @@ def ask_table(learner, code) -> list[dict]:
         what = (f"{code.function}(device_communicator) for a communicator with backend {facts['backend']}, "
                 f"rank {facts['rank_in_group']}")
         with learner_phase(what):
-            value = learner.call(EXERCISE, {"facts": facts}, what)
+            value = learner.call(ABOUT.id, {"facts": facts}, what)
         if not isinstance(value.get("bool"), bool):
             raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
         table.append({"facts": facts, "bool": value["bool"], "type": str(value.get("type"))[:40],
@@ -151,7 +178,7 @@ def gate_rank(table: list[dict]) -> dict:
 
 
 def _launch(table: list[dict], nodes: int) -> dict:
-    idents = [f"{IDENT_PREFIX}{os.getpid()}n{port}" for port in free_ports(nodes)]   # one ident per node, all different
+    idents = [shm_ident(port) for port in free_ports(nodes)]       # one ident per node, all different
     node_of = [0, 0] if nodes == 1 else [0, 1]
     seconds = budget()
     env = [{"EXPLAINER_DIST_IDENT": idents[node_of[r]], "EXPLAINER_COMM_TIMEOUT": str(seconds + 2)} for r in range(2)]
@@ -231,10 +258,32 @@ def grade(learner, code):
     checks.append(Check("returns a bool", types <= {"bool"},
                         "yes" if types <= {"bool"} else f"returned {', '.join(sorted(types - {'bool'}))}; "
                                                           f"GroupCoordinator stores it as a bool flag"))
-    return verdict(EXERCISE, checks, figures={"one node": what1 if not (ok1 and custom1) else "shm fast path",
+    return verdict(ABOUT.id, checks, figures={"one node": what1 if not (ok1 and custom1) else "shm fast path",
                                               "two nodes": what2},
                    picture={"runs": [one, two]})
 
 
-TENSOR_DICT_GATE = Exercise(catalog.TENSOR_DICT_GATE, preload=(), reference=lambda: None, answer=answer,
-                            grade=grade)
+
+def picture(report) -> str:
+    """The panel's picture of a failure: per run and rank, the node, the communicator's backend, what the gate
+    said and the path taken."""
+    runs = report.picture.get("runs") or []
+    rows = []
+    for run in runs:
+        label = "one node" if run["nodes"] == 1 else "two nodes"
+        for r in run["ranks"]:
+            said = ", ".join(a["returned"] for a in r.get("asked", [])) or "-"
+            path = {True: "custom (shared memory)" if r.get("backend") == "shm" else "custom",
+                    False: "generic (gloo)", None: "-"}[r.get("custom")]
+            err = r.get("error")
+            outcome = (f"✗ {err['type']}" if err else "✓ received intact" if r.get("received_equal") else
+                       "✓ sent" if r.get("rank") == 0 and r.get("agree", True) else "✗ not delivered")
+            rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{text_html(outcome)}</td><td>{path}</td>"
+                        f"<td>{text_html(said)}</td><td>{text_html(str(r.get('backend')))}</td>"
+                        f"<td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
+                        f"</td><td>{r['node']}</td></tr>")
+    return ('<div class="xp-ws-note"><b>what each rank saw</b> (real rank processes; the same PP dict '
+            'hidden_states + residual [2, 8, 64] fp32, rank 0 → rank 1)</div><div class="xp-ws-scroll">'
+            '<table class="xp-ws-runs"><tr><th>run</th>'
+            '<th>rank</th><th>outcome</th><th>path taken</th><th>your gate said</th><th>backend</th>'
+            '<th>supports_<wbr>tensor_<wbr>dict</th><th>node</th></tr>' + "".join(rows) + "</table></div>")

@@ -19,12 +19,36 @@ from explainer.engine.llm_engine import LLMEngine
 from explainer.model.registry import PRE_FIX_MODEL
 from explainer.trace import Trace
 from explainer.vocab import REQUEST_STATE_FIELDS, STATE_SYNC_FIELDS
-from explainer.workshop import catalog
-from explainer.workshop.exercise import Exercise
+from explainer.render.pp_views import rank_views_html
+from explainer.workshop.catalog import About, Example
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
-EXERCISE = catalog.SYNC_FIELDS.id
+ABOUT = About(id="sync-fields", function="fields_to_sync", signature="fields_to_sync() -> set[str]",
+              notebook="notebooks/workshop/exercises.ipynb", minutes=18, follows="02_pipeline_parallel",
+              section="stale state on rank 0, state sync",
+              summary="which per-request state fields the last PP rank must send each step; the real PP=2 engine vs "
+                      "PP=1")
+PRELOAD = ()
+ANSWER_WORDS = ("is_encoder_phase", "draft_tokens", "self_conditioning_embeds")
+
+
+def _answer(fields: str) -> str:
+    return f"def fields_to_sync():\n    return {fields}\n"
+
+
+# name -> an answer and the words of the reason a wrong one must give
+EXAMPLES = {
+    "stub": Example(_answer("set()"), ("rank 0 reads", "is_encoder_phase", "draft_tokens", "prompt '", "engine step")),
+    "solution": Example(_answer('{"draft_tokens", "is_encoder_phase", "self_conditioning_embeds"}')),
+    "no_sc": Example(_answer('{"draft_tokens", "is_encoder_phase"}'),
+                     ("rank 0 reads self_conditioning_embeds", "not synced: self_conditioning_embeds")),
+    "canvas_not_drafts": Example(_answer('{"canvas", "is_encoder_phase", "self_conditioning_embeds"}'),
+                                 ("rank 0 reads draft_tokens", "not synced: draft_tokens")),
+    "no_phase": Example(_answer('{"draft_tokens", "self_conditioning_embeds"}'),
+                        ("is_encoder_phase", "not synced: is_encoder_phase")),
+    "not_minimal": Example(_answer('{"draft_tokens", "is_encoder_phase", "self_conditioning_embeds", "canvas", "step"}')),
+}
 SEED = 1000                                             # request i uses SEED + i (not the notebooks' seed 0)
 
 
@@ -88,7 +112,7 @@ def _still_passes(fields, texts: list[str], reference: list[list[int]]) -> bool:
 def _fields(learner, code) -> list[str]:
     """The learner's set, asked in the jail and validated here as plain data."""
     with learner_phase(f"calling {code.function}()"):
-        got = learner.call(EXERCISE, {}, f"{code.function}()")
+        got = learner.call(ABOUT.id, {}, f"{code.function}()")
     valid = REQUEST_STATE_FIELDS
     scalar, items = got.get("scalar"), got.get("items")
     if isinstance(scalar, dict) or not isinstance(items, list):
@@ -166,7 +190,7 @@ def grade(learner, code):
                             f"({sum(res['bytes'].get(f, 0) for f in needless)} bytes per request per step "
                             f"no rank needs)", required=False))
         figures["minimal"] = not needless
-    return verdict(EXERCISE, checks, figures=figures, picture=picture)
+    return verdict(ABOUT.id, checks, figures=figures, picture=picture)
 
 
 def _missing_hint(diverged: list[str], fields: list[str]) -> str:
@@ -191,4 +215,16 @@ def _run_one(fields, pp, prompt, seed, trace):
     return out.output_token_ids, trace
 
 
-SYNC_FIELDS = Exercise(catalog.SYNC_FIELDS, preload=(), reference=reference, answer=answer, grade=grade)
+
+def picture(report) -> str:
+    """The panel's picture of a failure: every rank's view at the first divergence
+    (``render.pp_views.rank_views_html``), next to PP=1."""
+    pic = report.picture
+    if not pic.get("trace") or pic.get("event") is None:
+        return ""
+    trace, ref = Trace.from_json(pic["trace"]), Trace.from_json(pic["reference"])
+    note = (f"prompt {pic['prompt']!r} (seed {pic['seed']}) alone: PP=2 with your fields writes {pic['text']!r}, "
+            f"PP=1 {pic['pp1_text']!r}")
+    return ('<div class="xp-ws-note"><b>the first divergence</b>: every rank\'s view of the state at the event '
+            'where a rank first reads a field that differs from the owner\'s</div>'
+            + rank_views_html(trace, pic["event"], reference=ref, note=note))

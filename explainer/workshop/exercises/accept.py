@@ -24,14 +24,51 @@ from explainer.engine.llm_engine import LLMEngine
 from explainer.model import task
 from explainer.sampler import entropy_bound_accept as library_rule
 from explainer.trace import Trace
-from explainer.workshop import catalog
+from explainer.workshop.catalog import About, Example
 from explainer.workshop.learner import LearnerLimit
-from explainer.workshop.exercise import Exercise
+from explainer.workshop.panel import text_html
 from explainer.workshop.progress import learner_phase
 from explainer.workshop.report import Check, LearnerError, verdict
 
+ABOUT = About(id="accept", function="entropy_bound_accept",
+              signature="entropy_bound_accept(entropy, bound) -> bool tensor [B, L]",
+              notebook="notebooks/workshop/exercises.ipynb", minutes=12, follows="01_canvas_sampler",
+              section="the entropy-bound accept rule",
+              summary="the sampler's accept rule, against the library's (= transformers') on random and edge-case "
+                      "entropies")
+PRELOAD = ("torch",)
+ANSWER_WORDS = ("cumsum", "scatter")
 
-EXERCISE = catalog.ACCEPT.id
+
+def _answer(body: str) -> str:
+    return "import torch\n\ndef entropy_bound_accept(entropy, bound):\n" + "".join(
+        f"    {line}\n" for line in body.splitlines())
+
+
+# name -> an answer and the words of the reason a wrong one must give
+EXAMPLES = {
+    "stub": Example(_answer("return torch.zeros_like(entropy, dtype=torch.bool)"),
+                    ("case 'one row, three accepted'", "expected accepted, got rejected")),
+    "solution": Example(_answer("h, order = torch.sort(entropy, dim=-1)\nkeep = torch.cumsum(h, dim=-1) - h <= bound\n"
+                                "return torch.zeros_like(keep).scatter_(-1, order, keep)")),
+    "per_position": Example(_answer("return entropy <= bound"), ("case '", "expected")),
+    "strict": Example(_answer("h, order = torch.sort(entropy, dim=-1)\nkeep = torch.cumsum(h, dim=-1) - h < bound\n"
+                              "return torch.zeros_like(keep).scatter_(-1, order, keep)"),
+                      ("bound 0", "expected accepted, got rejected")),
+    "own_entropy_counted": Example(_answer("h, order = torch.sort(entropy, dim=-1)\n"
+                                           "keep = torch.cumsum(h, dim=-1) <= bound\n"
+                                           "return torch.zeros_like(keep).scatter_(-1, order, keep)"),
+                                   ("distinct values", "expected accepted, got rejected")),
+    "sorted_order": Example(_answer("h, order = torch.sort(entropy, dim=-1)\nreturn torch.cumsum(h, dim=-1) - h <= bound"),
+                            ("case 'one row, three accepted'",)),
+    "batch_flattened": Example(_answer("h, order = torch.sort(entropy.reshape(-1))\n"
+                                       "keep = torch.cumsum(h, dim=0) - h <= bound\n"
+                                       "return torch.zeros_like(keep).scatter_(0, order, keep).reshape(entropy.shape)"),
+                               ("batch > 1", "case '3 rows, different cuts'")),
+    "int_mask": Example(_answer("h, order = torch.sort(entropy, dim=-1)\nkeep = torch.cumsum(h, dim=-1) - h <= bound\n"
+                                "return torch.zeros_like(keep).scatter_(-1, order, keep).int()"),
+                        ("dtype int32; expected bool",)),
+}
 
 
 def _cases() -> list[tuple[str, str, torch.Tensor, float]]:
@@ -122,7 +159,7 @@ def _generate(prompts=("451", "907", "118"), seed: int = 0) -> list[str]:
 
 
 def _ask(learner, code, h: torch.Tensor, bound: float, what: str) -> dict:
-    return learner.call(EXERCISE, {"entropy": h.tolist(), "bound": bound}, what)
+    return learner.call(ABOUT.id, {"entropy": h.tolist(), "bound": bound}, what)
 
 
 def _mask(value: dict, h: torch.Tensor) -> tuple[str | None, torch.Tensor | None]:
@@ -190,7 +227,7 @@ def grade(learner, code):
             checks.append(Check(group, True, f"{len(cases)} case{'s' * (len(cases) != 1)} equal"))
     if all(c.passed for c in checks):
         checks.append(_generation_check(learner, code))
-    return verdict(EXERCISE, checks, figures={"cases": total, "calls to your function": learner.calls},
+    return verdict(ABOUT.id, checks, figures={"cases": total, "calls to your function": learner.calls},
                    picture=picture)
 
 
@@ -221,4 +258,35 @@ def _generation_check(learner, code) -> Check:
     return Check("whole generation", False, f"prompt {['451', '907', '118'][i]!r}: {got[i]!r}, expected {want[i]!r}")
 
 
-ACCEPT = Exercise(catalog.ACCEPT, preload=("torch",), reference=reference, answer=answer, grade=grade)
+def picture(report) -> str:
+    """The panel's picture of a failure: the first differing case as a table: per position the entropy, its
+    place in ascending order, the sum of the smaller entropies (what the rule compares with the bound), expected
+    and got."""
+    case = report.picture.get("case")
+    if not case:
+        return ""
+    h = torch.tensor(case["entropy"], dtype=torch.float32)
+    row = case.get("row", 0)
+    sorted_h, order = torch.sort(h[row])
+    before = torch.empty_like(sorted_h).scatter_(0, order, torch.cumsum(sorted_h, 0) - sorted_h)
+    place = torch.empty_like(order).scatter_(0, order, torch.arange(len(order)))
+    L = h.shape[1]
+    show = range(L) if L <= 16 else range(max(0, case.get("col", 0) - 8), min(L, case.get("col", 0) + 8))
+    exp, got = case["expected"][row], (case["got"][row] if case.get("got") else None)
+    yes = lambda b: "✓ accept" if b else "· reject"               # noqa: E731
+
+    def cells(values, diff=lambda j: False):
+        return "".join(f'<td class="{"xp-ws-diff" if diff(j) else ""}">{values(j)}</td>' for j in show)
+    def differs(j):
+        return got is not None and got[j] != exp[j]
+    rows = [f"<tr><th>position</th>{cells(lambda j: j)}</tr>",
+            f"<tr><th>entropy</th>{cells(lambda j: f'{float(h[row, j]):.4g}')}</tr>",
+            f"<tr><th>place in ascending order</th>{cells(lambda j: int(place[j]))}</tr>",
+            f"<tr><th>sum of the entropies sorted before it</th>{cells(lambda j: f'{float(before[j]):.4g}')}</tr>",
+            f"<tr><th>expected (sum before ≤ bound)</th>{cells(lambda j: yes(exp[j]), differs)}</tr>"]
+    if got is not None:
+        rows.append(f"<tr><th>your function</th>{cells(lambda j: yes(got[j]) + (' ≠' if differs(j) else ''), differs)}</tr>")
+    title = (f'<div class="xp-ws-note"><b>case {text_html(case["label"])}</b>: entropy of shape {list(h.shape)}, '
+             f'bound {case["bound"]:g}; row {row}' + (f" of {h.shape[0]}" if h.shape[0] > 1 else "")
+             + (f", positions {show.start}..{show.stop - 1} of {L}" if L > 16 else "") + "</div>")
+    return title + f'<div class="xp-ws-scroll"><table class="xp-ws-case" data-row="{row}">{"".join(rows)}</table></div>'
