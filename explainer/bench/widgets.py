@@ -21,6 +21,7 @@ from explainer.model import task
 from explainer.model.checkpoint import load_pretrained, metadata
 from explainer.model.registry import PRE_FIX_MODEL
 from explainer.scenario.pp import run_demo
+from explainer.scenario.stories import PP1, PP2_PRE_FIX_INT64
 from explainer.widgets.knobs import run_sampler
 from explainer.widgets.pp import frame_events, frame_for, rank_stepper
 from explainer.widgets.sampler import canvas_stepper
@@ -60,8 +61,8 @@ def knob_rows(quick: bool = False) -> list[Row]:
 
 
 def run(quick: bool = False) -> list[Row]:
-    ref = scenario.run("pp1").trace
-    trace = scenario.run("pp2-pre-fix-int64").trace
+    ref = scenario.run(PP1.name).trace
+    trace = scenario.run(PP2_PRE_FIX_INT64.name).trace
     stepper = rank_stepper(trace, reference=ref)
     n = len(frame_events(trace))
     order = list(range(n)) * (2 if quick else 10)

@@ -1,4 +1,4 @@
-"""Communicator scenarios: vLLM PR #40150 on real rank processes (``registry.SCENARIOS`` lists them).
+"""Communicator scenarios: vLLM PR #40150 on real rank processes (``stories.py`` names them).
 
 Two PP ranks (real processes, gloo on 127.0.0.1, shared memory in /dev/shm) hand over one PP
 intermediate-tensor dict, rank 0 -> rank 1. "Nodes" are simulated as vLLM's executors make them, one per node,
@@ -30,6 +30,7 @@ from explainer.distributed.launch import free_ports, launch
 from explainer.distributed.parallel_state import GroupCoordinator, destroy_model_parallel, initialize_pp_group
 from explainer.errors import UsageError
 from explainer.scenario.result import ScenarioResult
+from explainer.scenario.stories import COMM_INTER_NODE_FIXED, COMM_INTER_NODE_PRE_FIX, COMM_SAME_NODE, tells
 
 NOTE = ("a communicator is multi-process by nature: these scenarios always run real rank processes (gloo over "
         "127.0.0.1, shared memory in /dev/shm) and report backend 'processes', whichever backend is asked for")
@@ -178,13 +179,16 @@ def _summary(name: str, gate: str, nodes: int, hosts_run, overridden: dict, per_
     return "\n".join(summary)
 
 
+@tells(COMM_SAME_NODE)
 def comm_same_node(backend: str = "processes", shm_ops: bool | None = None) -> ScenarioResult:
-    return _run("comm-same-node", backend, nodes=1, gate="post-40150", shm_ops=shm_ops)
+    return _run(COMM_SAME_NODE.name, backend, nodes=1, gate="post-40150", shm_ops=shm_ops)
 
 
+@tells(COMM_INTER_NODE_PRE_FIX)
 def comm_inter_node_pre_fix(backend: str = "processes", shm_ops: bool | None = None) -> ScenarioResult:
-    return _run("comm-inter-node-pre-fix", backend, nodes=2, gate="pre-40150", shm_ops=shm_ops)
+    return _run(COMM_INTER_NODE_PRE_FIX.name, backend, nodes=2, gate="pre-40150", shm_ops=shm_ops)
 
 
+@tells(COMM_INTER_NODE_FIXED)
 def comm_inter_node_fixed(backend: str = "processes", shm_ops: bool | None = None) -> ScenarioResult:
-    return _run("comm-inter-node-fixed", backend, nodes=2, gate="post-40150", shm_ops=shm_ops)
+    return _run(COMM_INTER_NODE_FIXED.name, backend, nodes=2, gate="post-40150", shm_ops=shm_ops)

@@ -1,11 +1,11 @@
 """``comm-shared-ident-two-hosts``: two hosts that share one init method, so one ident, and no ``/dev/shm``.
 
 vLLM's CPU worker takes its ``VLLM_DIST_IDENT`` from its ``distributed_init_method``: the file name of a
-``file://`` method, else the port (0.32.0 ``0.32.0 v1/worker/cpu_worker.py:147-151 init_method.split(":")[-1]``). When every node's
+``file://`` method, else the port (0.32.0 ``v1/worker/cpu_worker.py:147-151 init_method.split(":")[-1]``). When every node's
 executor picks its own method (the multiproc executor on each node: 0.32.0 gives ``file://…/vllm_dist_<uuid>``;
 the set-up of #37933), the idents differ and the SHM group names disagree across nodes, so #40150's gate falls
 back. When one init method is shared by all nodes (Ray's executor: one ``tcp://`` address for every rank,
-``0.32.0 v1/executor/ray_executor.py:354-356 get_distributed_init_method(``), every rank computes the same SHM group name:
+``v1/executor/ray_executor.py:354-356 get_distributed_init_method(``), every rank computes the same SHM group name:
 the name agreement passes, the communicator picks shared memory, and each rank then opens its peer's segment in a ``/dev/shm`` that is not
 there. (Issue #33628 met the same ``errno: 2`` on two nodes of the multiproc executor, before PR #34169 added the
 name agreement at all.) #40150's gate reads
@@ -32,8 +32,9 @@ from explainer.errors import UsageError
 from explainer.distributed.device_communicators.shm_conditions import judge_ranks
 from explainer.scenario.comm import exchange_rank, shm_ops_env
 from explainer.scenario.result import ScenarioResult
+from explainer.scenario.stories import COMM_SHARED_IDENT_TWO_HOSTS, tells
 
-NAME = "comm-shared-ident-two-hosts"
+NAME = COMM_SHARED_IDENT_TWO_HOSTS.name
 WHY_GATE_MISSES = ("#40150's gate (use_cpu_custom_send_recv = is_cpu() and supports_tensor_dict) is read after the "
                    "communicator is built, and supports_tensor_dict only says whether the shared-memory backend was "
                    "chosen, which the name agreement decides; with one ident the names agree, so the shared-memory "
@@ -82,6 +83,7 @@ def judge_vllm(per_rank: list[dict]) -> None:
                      shm_ops_built=p["conditions"]["shm_ops_built"])
 
 
+@tells(COMM_SHARED_IDENT_TWO_HOSTS)
 def comm_shared_ident_two_hosts(backend: str = "hosts", engine: str = "toy", shm_ops: bool | None = None
                                 ) -> ScenarioResult:
     """``shm_ops`` configures the toy (None: this machine's build; False: like vLLM's ``_C_AVX2``); vLLM's own

@@ -20,13 +20,15 @@ from pathlib import Path
 
 from explainer.distributed.host_namespaces import unavailable_reason
 from explainer.scenario.registry import run
+from explainer.scenario.stories import (COMM_INTER_NODE_FIXED, COMM_INTER_NODE_PRE_FIX, COMM_SHARED_IDENT_TWO_HOSTS,
+                                        PP2_STATE_SYNC)
 
 STORE = Path(__file__).resolve().parents[1] / "records" / "two_hosts.json"   # package data
 # (scenario, PP gate): the communicator on its own, then the PP engine with either gate
-STORED_RUNS = (("comm-inter-node-pre-fix", None), ("comm-inter-node-fixed", None),
-               ("pp2-state-sync", "pre-40150"), ("pp2-state-sync", "post-40150"))
+STORED_RUNS = ((COMM_INTER_NODE_PRE_FIX.name, None), (COMM_INTER_NODE_FIXED.name, None),
+               (PP2_STATE_SYNC.name, "pre-40150"), (PP2_STATE_SYNC.name, "post-40150"))
 # one ident on both hosts (notebook 5, section 6): both ranks fail while the group is built
-SHARED_IDENT_RUNS = (("comm-shared-ident-two-hosts", None),)
+SHARED_IDENT_RUNS = ((COMM_SHARED_IDENT_TWO_HOSTS.name, None),)
 
 
 def key(name: str, gate: str | None = None) -> str:

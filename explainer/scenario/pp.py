@@ -1,4 +1,4 @@
-"""The pipeline-parallel scenarios: one demo prompt, five stories (``registry.SCENARIOS`` lists them).
+"""The pipeline-parallel scenarios: one demo prompt, five stories (``stories.py`` names them).
 
 =====================  ===================================  ==================  ==========================
 scenario               model                                 PP / mode           expected outcome
@@ -29,6 +29,7 @@ from explainer.model import task
 from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
 from explainer.scenario.pp_summary import summarize
 from explainer.scenario.result import ScenarioResult
+from explainer.scenario.stories import PP1, PP2_GATED, PP2_PRE_FIX, PP2_PRE_FIX_INT64, PP2_STATE_SYNC, tells
 from explainer.trace import Trace
 from explainer.worker.model_runner import ModelRunner
 
@@ -115,7 +116,7 @@ def _compare_to_pp1(res: ScenarioResult, backend: str) -> ScenarioResult:
     if res.outcome != "ok":
         return res
     # PP=1 runs on one node: the hosts backend takes its reference from the in-process engine (same output)
-    ref = run_demo("pp1", "inprocess" if backend == "hosts" else backend, model=DEFAULT_MODEL, pp=1)
+    ref = run_demo(PP1.name, "inprocess" if backend == "hosts" else backend, model=DEFAULT_MODEL, pp=1)
     div = res.trace.first_divergence()
     res.first_divergence = div
     fields = sorted({f for d in res.trace.divergences() for f in d["fields"]})
@@ -148,26 +149,30 @@ def _finish(res: ScenarioResult) -> ScenarioResult:
 
 
 # ---- the scenarios ---------------------------------------------------------------------------------------
+@tells(PP1)
 def pp1(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
-    return _finish(run_demo("pp1", backend, model=DEFAULT_MODEL, pp=1, pp_schedule=pp_schedule))
+    return _finish(run_demo(PP1.name, backend, model=DEFAULT_MODEL, pp=1, pp_schedule=pp_schedule))
 
 
+@tells(PP2_PRE_FIX)
 def pp2_pre_fix(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
-    return _finish(run_demo("pp2-pre-fix", backend, model=PRE_FIX_MODEL, pp=2, pp_schedule=pp_schedule, gate=gate))
+    return _finish(run_demo(PP2_PRE_FIX.name, backend, model=PRE_FIX_MODEL, pp=2, pp_schedule=pp_schedule, gate=gate))
 
 
+@tells(PP2_PRE_FIX_INT64)
 def pp2_pre_fix_int64(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
-    res = run_demo("pp2-pre-fix-int64", backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64",
+    res = run_demo(PP2_PRE_FIX_INT64.name, backend, model=PRE_FIX_MODEL, pp=2, mode="generic-int64",
                    pp_schedule=pp_schedule, gate=gate)
     return _finish(_compare_to_pp1(res, backend))
 
 
+@tells(PP2_GATED)
 def pp2_gated(backend: str = "inprocess", pp_schedule: str = "sync") -> ScenarioResult:
-    return _finish(run_demo("pp2-gated", backend, model=DEFAULT_MODEL, pp=2, pp_schedule=pp_schedule))
+    return _finish(run_demo(PP2_GATED.name, backend, model=DEFAULT_MODEL, pp=2, pp_schedule=pp_schedule))
 
 
+@tells(PP2_STATE_SYNC)
 def pp2_state_sync(backend: str = "inprocess", pp_schedule: str = "sync", gate: str | None = None) -> ScenarioResult:
-    res = run_demo("pp2-state-sync", backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync",
+    res = run_demo(PP2_STATE_SYNC.name, backend, model=PRE_FIX_MODEL, pp=2, mode="state-sync",
                    pp_schedule=pp_schedule, gate=gate)
     return _finish(_compare_to_pp1(res, backend))
-

@@ -29,6 +29,7 @@ from explainer.model.registry import DEFAULT_MODEL, PRE_FIX_MODEL
 from explainer.sampler import StepRecorder, generate
 from explainer.scenario.accuracy import engine_exact_match
 from explainer.scenario.pp import run_demo
+from explainer.scenario.stories import PP1
 from explainer.vocab import PP_MODES_BY_STORY, REQUEST_STATE_FIELDS
 from explainer.widgets.pp import rank_stepper
 from explainer.widgets.sampler import canvas_stepper
@@ -130,7 +131,7 @@ def run_pp(pp: int, mode: str, number: int, *, seed: int = 0, held_out: int = 3,
     fields = tuple(sync_fields) if (sync_fields is not None and mode == "state-sync" and pp > 1) else None
     res = run_demo(f"knob-pp{pp}-{mode}", "inprocess", model=model, pp=pp, mode=mode, prompt=str(number), seed=seed,
                    sync_fields=fields)
-    ref = run_demo("pp1", "inprocess", model=DEFAULT_MODEL, pp=1, prompt=str(number), seed=seed)
+    ref = run_demo(PP1.name, "inprocess", model=DEFAULT_MODEL, pp=1, prompt=str(number), seed=seed)
     numbers = task.held_out_numbers()[:held_out]
     with contextlib.redirect_stderr(io.StringIO()):        # the accuracy command's progress line
         acc = engine_exact_match(numbers, model=model, pp=pp, mode=mode, seed=seed, label=f"PP={pp} {mode}", sync_fields=fields)
