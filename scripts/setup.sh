@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything explainer needs on a Debian-like machine and says what it does, one line per phase
 # with its time (long phases print a progress line every 10 s):
-#   wheelhouse  (with WHEELHOUSE=DIR) checks the room kit `make wheelhouse` made; pip then installs from it alone,
-#            with no index and no network
+#   wheelhouse  (with WHEELHOUSE=DIR) checks the room kit `make wheelhouse` made (its manifest against KIT_SHA256
+#            when given, then that it covers this Python), copies the wheels it lists to a private folder, checking
+#            each one there; pip then installs from that folder alone, with no index and no network
 #   apt      the graphviz `dot` binary and, on Linux, bubblewrap's `bwrap` (for tests also Debian's chromium and npm)
 #            when missing
 #   venv     a virtual environment ($VENV, default .venv)
@@ -15,7 +16,8 @@
 # Usage: scripts/setup.sh [lab|test]
 # Environment: VENV (default .venv), PYTHON (default python3), APT_LOCK_TIMEOUT (seconds to wait for apt's lock,
 #   default 120), EXPLAINER_ALLOW_CUDA_TORCH=1 (accept pip's CUDA build of torch when no CPU wheel is found),
-#   WHEELHOUSE=DIR (lab only: install from that room kit, with no network).
+#   WHEELHOUSE=DIR (lab only: install from that room kit, with no network), KIT_SHA256=HEX (the digest of the kit's
+#   manifest.json that the instructor published; set-up refuses a kit whose manifest differs).
 # Runs on bash 3.2 (macOS) as well: no empty-array expansions under set -u.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +27,16 @@ PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-120}
 WHEELHOUSE=${WHEELHOUSE:-}
+KIT_SHA256=${KIT_SHA256:-}
 T0=$SECONDS
 LOG=$(mktemp "${TMPDIR:-/tmp}/explainer-setup.XXXXXX")
 CHILD=""
 TMPD=""
+KITD=""
 cleanup() {
   [ -n "$CHILD" ] && kill "$CHILD" 2>/dev/null || true
   [ -n "$TMPD" ] && rm -rf "$TMPD"
+  [ -n "$KITD" ] && rm -rf "$KITD"
   rm -f "$LOG"
 }
 trap cleanup EXIT
@@ -134,18 +139,30 @@ EOF
   rm -f "$LOG.json"
 }
 
+stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | cksum | cut -d" " -f1)
+
 # --- wheelhouse: a room kit (make wheelhouse), and pip sees nothing else -----------------------------
-if [ -n "$WHEELHOUSE" ]; then
+if [ -n "$WHEELHOUSE" ] && [ -f "$stamp" ]; then
+  phase wheelhouse
+  done_phase "$VENV is set up already: the kit is not read"
+elif [ -n "$WHEELHOUSE" ]; then
   phase wheelhouse
   [ "$want" = lab ] || fail "WHEELHOUSE holds what make lab installs; make test needs the network."
   [ -d "$WHEELHOUSE" ] || fail "WHEELHOUSE=$WHEELHOUSE is not a folder (an instructor makes one with: make wheelhouse WHEELHOUSE=DIR)."
   WHEELHOUSE=$(cd "$WHEELHOUSE" && pwd)
   have "$PY" || fail "no '$PY' on PATH: install Python 3.10+ (or set PYTHON=/path/to/python3)."
-  "$PY" scripts/wheelhouse.py verify "$WHEELHOUSE" >"$LOG" 2>&1 || fail "$(sed 's/^wheelhouse: //' "$LOG")"
-  # no index, no pip configuration of this user or machine: only the kit's files
+  # pip gets a private copy of exactly the listed wheels, each checked as it is copied (not the stick's folder:
+  # a file the manifest does not list, or one changed after the check, never reaches pip)
+  KITD=$(mktemp -d "${TMPDIR:-/tmp}/explainer-kit.XXXXXX")
+  say "[wheelhouse] checking the kit and copying the wheels it lists to $KITD (about 300 MB)"
+  "$PY" scripts/wheelhouse.py stage "$WHEELHOUSE" "$KITD" ${KIT_SHA256:+--manifest-sha256 "$KIT_SHA256"} >"$LOG" 2>&1 \
+    || fail "$(sed 's/^wheelhouse: //' "$LOG")"
+  # no index, no pip configuration of this user or machine: only those files (a file: URL, as a path with a
+  # space would be split in PIP_FIND_LINKS)
   for v in $(env | sed -n 's/^\(PIP_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-  export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELHOUSE"
-  done_phase "$(sed 's/^wheelhouse: //' "$LOG"); pip installs from it alone (no index)"
+  PIP_FIND_LINKS=$("$PY" -c 'import pathlib, sys; print(pathlib.Path(sys.argv[1]).as_uri())' "$KITD")
+  export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_FIND_LINKS
+  done_phase "$(sed 's/^wheelhouse: //' "$LOG")"
 fi
 
 # --- apt ------------------------------------------------------------------------------------------
@@ -163,7 +180,6 @@ if [ "$want" = test ]; then
 fi
 done_phase "${PRESENT:+present:$PRESENT}${INSTALLED:+; installed:$INSTALLED}"
 
-stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | cksum | cut -d" " -f1)
 if [ ! -f "$stamp" ]; then
   INSTALL_T0=$SECONDS
   # --- venv ---------------------------------------------------------------------------------------
@@ -219,9 +235,10 @@ print("cuda" if any(r.startswith("nvidia-") for r in d.requires or []) else "cpu
   rm -f "$VENV"/.explainer-*
   touch "$stamp"
   if [ -n "$WHEELHOUSE" ]; then   # what the install could reach: tests/test_wheelhouse.py reads it
-    ifaces=$(awk -F: 'NR > 2 {gsub(/ /, "", $1); printf "\"%s\",", $1}' /proc/net/dev 2>/dev/null || true)
-    printf '{"wheelhouse": "%s", "seconds": %d, "interfaces": [%s]}\n' "$WHEELHOUSE" \
-      $((SECONDS - INSTALL_T0)) "${ifaces%,}" >"$VENV/.explainer-wheelhouse.json"
+    ifaces=$(awk -F: 'NR > 2 {gsub(/ /, "", $1); printf "%s ", $1}' /proc/net/dev 2>/dev/null || true)
+    "$VENV/bin/python" -c 'import json, sys; print(json.dumps({"wheelhouse": sys.argv[1], "seconds": int(sys.argv[2]),
+"interfaces": sys.argv[3].split(), "authenticated": sys.argv[4] == "1"}))' "$WHEELHOUSE" $((SECONDS - INSTALL_T0)) \
+      "$ifaces" "$([ -n "$KIT_SHA256" ] && echo 1 || echo 0)" >"$VENV/.explainer-wheelhouse.json"
   fi
 fi
 

@@ -1,34 +1,47 @@
 """The room kit: every wheel `make lab` installs, in one folder, so a room with no network can set up.
 
-    python3 scripts/wheelhouse.py collect DIR     (make wheelhouse [WHEELHOUSE=DIR]; online, once, by the instructor)
-    python3 scripts/wheelhouse.py verify DIR      (scripts/setup.sh runs it before installing from DIR)
+    python3 scripts/wheelhouse.py collect DIR [--oldest 3.11.2]   (make wheelhouse [WHEELHOUSE=DIR] [OLDEST_PYTHON=..];
+                                                                   online, once, by the instructor)
+    python3 scripts/wheelhouse.py verify DIR [--manifest-sha256 HEX]
+    python3 scripts/wheelhouse.py stage DIR DEST [--manifest-sha256 HEX]   (scripts/setup.sh, before installing)
 
-collect: pip resolves what `make lab` installs (torch==2.13.0, the CPU build, and this package with its
-`notebooks,hf` extras) for this Python on this platform, plus setuptools, which builds the editable install;
-downloads each wheel (a project with no wheel is built into one), builds this package's own wheel, adds the
-checkout's committed files as a source archive (for a laptop with no clone), and writes `manifest.json` (every
-file's project, version, size, sha256 and wheel tags; the Python and platform the folder covers) and a
-`README.txt` saying how to use it. A folder whose manifest already matches this checkout's pyproject.toml, this
-Python and this platform, and whose files verify, is kept as it is.
+collect: builds this package's wheel, then pip resolves what `make lab` installs (torch==2.13.0, the CPU build, this
+package with its `notebooks,hf` extras, and setuptools, which builds the editable install) as wheels for this
+platform and for the OLDEST patch release of this Python the room has (default X.Y.0, every patch release of this
+minor version; Debian 12's /usr/bin/python3 is 3.11.2): pip reads each project's Requires-Python as that release
+would, so the kit installs on every release from it to this one (checked again, wheel by wheel, before the kit is
+written). It adds the checkout's committed files as a source archive (for a laptop with no clone), writes
+`manifest.json` (every file's project, version, size, sha256, wheel tags and Requires-Python; the Pythons and
+platform it covers) and a `README.txt`, and prints the manifest's sha256 for the instructor to publish with the
+stick (KIT_SHA256). A folder whose manifest already matches this checkout's pyproject.toml, this Python, the
+oldest release and this platform, and whose files verify, is kept as it is.
 
-verify: every file the manifest names is there with its size and sha256, and the folder was collected for this
-interpreter's Python and platform; otherwise one line naming what is wrong, exit 2.
+verify: the manifest's sha256 is the published one (when given), the kit covers this interpreter (implementation,
+minor version, patch release not older than the kit's oldest, platform, glibc), every wheel's Requires-Python
+admits this interpreter, and every file it names is there with its size and sha256; otherwise one line naming
+what is wrong, exit 2. stage: the same checks, on private copies: every wheel the manifest lists is copied into
+DEST (a folder of the caller's, e.g. `mktemp -d`) and its sha256 and Requires-Python checked there, so pip, given
+DEST, sees exactly the listed, checked files (nothing else on the stick, and nothing changed after the check).
 
-Standard library and pip only (the Python running it needs pip for `collect`; `verify` needs none).
+Standard library and pip only (the Python running it needs pip for `collect`; `verify` and `stage` need none).
 """
 
 from __future__ import annotations
 
+import argparse
+import email.parser
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -36,17 +49,79 @@ TORCH = "torch==2.13.0"
 EXTRAS = "notebooks,hf"                 # scripts/setup.sh lab
 BUILD = ["setuptools>=61"]              # pyproject.toml's build-system: builds the editable install offline
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2                              # 2: the oldest patch release, each wheel's Requires-Python
 
 
 class KitError(Exception):
     """What is wrong with a wheelhouse or its collection, in one line."""
 
 
-def target() -> dict:
-    """The Python and platform a wheelhouse collected here serves."""
+def target(oldest: tuple[int, int, int] | None = None) -> dict:
+    """The Pythons and platform a wheelhouse collected here serves: this minor version from ``oldest`` (default X.Y.0)."""
+    oldest = oldest or (*sys.version_info[:2], 0)
     return {"implementation": sys.implementation.name, "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
-            "platform": sysconfig.get_platform(), "system": platform.system(), "machine": platform.machine()}
+            "oldest": release_text(oldest), "platform": sysconfig.get_platform(), "system": platform.system(),
+            "machine": platform.machine()}
+
+
+def release_text(release: tuple[int, ...]) -> str:
+    return ".".join(map(str, release))
+
+
+def this_release() -> tuple[int, int, int]:
+    return tuple(sys.version_info[:3])
+
+
+def parse_oldest(text: str) -> tuple[int, int, int]:
+    """``--oldest``: a patch release of this interpreter's minor version, not newer than it."""
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", text.strip())
+    here = this_release()
+    if not m or tuple(map(int, m.groups()))[:2] != here[:2] or tuple(map(int, m.groups())) > here:
+        raise KitError(f"OLDEST_PYTHON={text!r}: give a release of Python {here[0]}.{here[1]} from "
+                       f"{here[0]}.{here[1]}.0 to {release_text(here)} (e.g. Debian 12's 3.11.2); a kit serves one "
+                       "minor version: for another, collect with that Python (make wheelhouse PYTHON=python3.X)")
+    return tuple(map(int, m.groups()))
+
+
+# Requires-Python (PEP 440 specifiers) for a final release, with the standard library only: verify runs on a
+# learner's python3, which may have no pip. Pre-/post-release suffixes on a bound are read as the release itself.
+SPECIFIER = re.compile(r"\s*(~=|==|!=|<=|>=|<|>)\s*v?(\d+(?:\.\d+)*)(\.\*)?((?:a|b|rc|\.?post|\.?dev)\d*)?\s*")
+
+
+def admits(requires_python: str | None, release: tuple[int, ...]) -> bool:
+    """Whether ``requires_python`` (e.g. ">=3.11.5", "!=3.14.1,>=3.11") admits the final release ``release``."""
+    for clause in (requires_python or "").split(","):
+        if not clause.strip():
+            continue
+        m = SPECIFIER.fullmatch(clause)
+        if not m or (m.group(3) and m.group(1) not in ("==", "!=")) or (m.group(1) == "~=" and "." not in m.group(2)):
+            raise KitError(f"cannot read Requires-Python {requires_python!r}")
+        op, bound = m.group(1), tuple(int(x) for x in m.group(2).split("."))
+        if m.group(3):                                          # ==3.11.* / !=3.0.*: a prefix
+            ok = (release + (0,) * len(bound))[:len(bound)] == bound
+            ok = ok if op == "==" else not ok
+        else:
+            n = max(len(bound), len(release))
+            a, b = release + (0,) * (n - len(release)), bound + (0,) * (n - len(bound))
+            ok = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+                  "~=": a >= b and a[:len(bound) - 1] == b[:len(bound) - 1]}[op]
+        if not ok:
+            return False
+    return True
+
+
+def requires_python(wheel: Path) -> str | None:
+    """A wheel's Requires-Python, read from its METADATA (None when it states none)."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            meta = [n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if len(meta) != 1:
+                raise KitError(f"{wheel} is not a wheel (no single .dist-info/METADATA)")
+            text = z.read(meta[0]).decode("utf-8", "replace")
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise KitError(f"{wheel} cannot be read as a wheel: {exc}") from None
+    value = email.parser.HeaderParser().parsestr(text).get("Requires-Python")
+    return value.strip() if value else None
 
 
 def requirements_key() -> str:
@@ -113,22 +188,29 @@ def source_archive(out: Path, log: Path) -> str | None:
     return name
 
 
-def up_to_date(out: Path) -> bool:
+def up_to_date(out: Path, oldest: tuple[int, int, int] | None) -> bool:
     try:
-        manifest = json.loads((out / MANIFEST).read_text())
-        verify(out)
+        manifest = verify(out)
     except (OSError, ValueError, KitError):
         return False
-    return manifest.get("requirements_key") == requirements_key() and manifest.get("target") == target()
+    return manifest.get("requirements_key") == requirements_key() and manifest.get("target") == target(oldest)
 
 
-def collect(out: Path) -> dict:
+def publish_lines(out: Path) -> None:
+    digest = hashlib.sha256((out / MANIFEST).read_bytes()).hexdigest()
+    print(f"wheelhouse: publish with the stick (on the board, not on the stick): KIT_SHA256={digest}")
+    print(f'wheelhouse: each laptop: make lab WHEELHOUSE="{out}" KIT_SHA256={digest}')
+
+
+def collect(out: Path, oldest: tuple[int, int, int] | None = None) -> dict:
     out = out.resolve()
-    if up_to_date(out):
+    if up_to_date(out, oldest):
         manifest = json.loads((out / MANIFEST).read_text())
         print(f"wheelhouse: {out} is up to date ({len(manifest['files'])} files, "
               f"{manifest['total_bytes'] / 1e6:.0f} MB); nothing downloaded")
+        publish_lines(out)
         return manifest
+    want = target(oldest)
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="explainer-wheelhouse-") as tmp:
@@ -139,22 +221,29 @@ def collect(out: Path) -> dict:
             pip = [str(work / "venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
         refuse_cuda_torch(torch_build(pip, work, log))
         dl = work / "dl"
-        run([*pip, "download", "--progress-bar", "off", "-d", str(dl), TORCH, f"{CHECKOUT}[{EXTRAS}]", *BUILD],
-            "resolved and downloaded what make lab installs", log)
-        for sdist in [p for p in dl.iterdir() if not p.name.endswith(".whl")]:
-            run([*pip, "wheel", "--no-deps", "-w", str(dl), str(sdist)], f"built a wheel from {sdist.name}", log)
-            sdist.unlink()
         run([*pip, "wheel", "--no-deps", "-w", str(dl), str(CHECKOUT)], "built this package's wheel", log)
+        own = next(dl.glob("explainer-*.whl"))
+        # wheels only: pip checks Requires-Python for --python-version only where it builds nothing
+        run([*pip, "download", "--progress-bar", "off", "--only-binary=:all:", "--python-version", want["oldest"],
+             "-d", str(dl), TORCH, f"{own}[{EXTRAS}]", *BUILD],
+            f"resolved and downloaded what make lab installs, as wheels for Python {want['oldest']} and newer", log)
+        names = sorted(wheel.name for wheel in dl.iterdir())
+        first, last = parse_oldest(want["oldest"]), this_release()
+        for name in names:
+            rp = requires_python(dl / name)
+            refused = [r for r in range(first[2], last[2] + 1) if not admits(rp, (*first[:2], r))]
+            if refused:
+                raise KitError(f"{name} needs Python {rp}: it does not install on "
+                               f"{release_text((*first[:2], refused[0]))}, which this kit would claim")
         for old in previous_files(out):            # a fresh collection replaces the old one (its files only)
             (out / old).unlink(missing_ok=True)
-        names = sorted(wheel.name for wheel in dl.iterdir())
         for name in names:
             shutil.move(str(dl / name), out / name)
     src = source_archive(out, log=Path(os.devnull))
-    manifest = write_manifest(out, names, src)
+    manifest = write_manifest(out, names, src, want)
     print(f"wheelhouse: {out}: {len(manifest['files'])} files, {manifest['total_bytes'] / 1e6:.0f} MB, for "
           f"{describe(manifest['target'])}, in {time.monotonic() - t0:.0f} s")
-    print(f"wheelhouse: use it with: make lab WHEELHOUSE={out}   (or make setup-lab WHEELHOUSE={out})")
+    publish_lines(out)
     return manifest
 
 
@@ -181,9 +270,8 @@ def glibc_needed(platform_tag: str) -> tuple[int, int] | None:
     return min(found) if found else None
 
 
-def covers(files: list[dict]) -> str:
-    """Who can install from the kit: the target Python, its platform, and the newest glibc a wheel needs."""
-    here = target()
+def covers(files: list[dict], here: dict) -> str:
+    """Who can install from the kit: the target Pythons, their platform, and the newest glibc a wheel needs."""
     binary = [f for f in files if f.get("platform") not in (None, "any")]
     glibc = max((g for g in (glibc_needed(f["platform"]) for f in binary) if g), default=None)
     needs = next((f["project"] for f in binary if glibc_needed(f["platform"]) == glibc), "")
@@ -198,20 +286,22 @@ def needs_glibc(files: list[dict]) -> str | None:
 
 
 def describe(t: dict) -> str:
-    return f"{t['implementation']} {t['python']} on {t['system']} {t['machine']} ({t['platform']})"
+    pythons = f"{t['oldest']} to {t['python']}.x" if t.get("oldest") else t["python"]
+    return f"{t['implementation']} {pythons} on {t['system']} {t['machine']} ({t['platform']})"
 
 
-def write_manifest(out: Path, wheels: list[str], src: str | None) -> dict:
+def write_manifest(out: Path, wheels: list[str], src: str | None, here: dict | None = None) -> dict:
+    here = here or target()
     files = []
     for path in [out / name for name in wheels + ([src] if src else [])]:
         entry = {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256(path)}
         if path.suffix == ".whl":
             entry.update(project=path.name.split("-")[0].lower().replace("_", "-"), version=path.name.split("-")[1],
-                         **wheel_tags(path.name))
+                         requires_python=requires_python(path), **wheel_tags(path.name))
         files.append(entry)
     manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "requirements_key": requirements_key(), "target": target(),
-                "covers": covers(files), "needs_glibc": needs_glibc(files),
+                "requirements_key": requirements_key(), "target": here,
+                "covers": covers(files, here), "needs_glibc": needs_glibc(files),
                 "installs": f"{TORCH} -e .[{EXTRAS}] (make lab), built with {', '.join(BUILD)}",
                 "source_archive": src, "total_bytes": sum(f["bytes"] for f in files), "files": files}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -231,7 +321,10 @@ def readme(out: Path, m: dict) -> str:
             f"{src}"
             "Not in the kit: Graphviz's `dot` and bubblewrap (system packages; install them beforehand, "
             "`python3 -m explainer doctor` checks them) and the optional real-vLLM environment (`make vllm`).\n"
-            "manifest.json lists every file with its sha256; set-up checks them before it installs anything.\n")
+            "manifest.json lists every file with its sha256 and Requires-Python; set-up checks them, and that this "
+            "Python is one the kit covers, before it installs anything, and gives pip only the files it lists.\n"
+            "The manifest itself is checked against KIT_SHA256, the digest the instructor publishes apart from the "
+            "stick (on the board, in the room's chat): make lab WHEELHOUSE=... KIT_SHA256=...\n")
 
 
 def setup_command(t: dict) -> str:
@@ -241,47 +334,130 @@ def setup_command(t: dict) -> str:
     return "make lab WHEELHOUSE=/path/to/this/folder      (make setup-lab WHEELHOUSE=... sets up without opening it)"
 
 
-def verify(folder: Path) -> dict:
-    """The manifest, after checking every file it names and the interpreter it serves (KitError otherwise)."""
+def read_manifest(folder: Path, manifest_sha256: str | None) -> tuple[dict, str]:
+    """The manifest, checked against the published digest when one is given, and a line saying what was checked."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+        raw = (folder / MANIFEST).read_bytes()
     except FileNotFoundError:
         raise KitError(f"{folder} has no {MANIFEST}: not a wheelhouse (make one with: make wheelhouse "
                        f"WHEELHOUSE={folder})") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise KitError(f"{folder / MANIFEST} cannot be read: {exc}") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if manifest_sha256:
+        if digest != manifest_sha256.strip().lower():
+            raise KitError(f"{folder / MANIFEST} is not the published one (its sha256 is {digest[:16]}..., KIT_SHA256 "
+                           f"says {manifest_sha256.strip()[:16]}...): the stick was changed, or this is another kit; "
+                           "get the kit and its KIT_SHA256 again from the instructor")
+        checked = f"{MANIFEST} matches the published KIT_SHA256"
+    else:
+        checked = f"{MANIFEST} NOT authenticated (no KIT_SHA256 given: the files match the manifest on the stick)"
+    try:
+        manifest = json.loads(raw)
+        files = manifest["files"]
+        names = [f["file"] for f in files]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise KitError(f"{folder / MANIFEST} cannot be read: {exc!r}") from None
     if manifest.get("format") != FORMAT:
-        raise KitError(f"{folder / MANIFEST} is format {manifest.get('format')!r}, this checkout reads {FORMAT}")
+        raise KitError(f"{folder / MANIFEST} is format {manifest.get('format')!r}, this checkout reads {FORMAT}: "
+                       "collect the kit again with this checkout (make wheelhouse)")
+    bad = [n for n in names if not isinstance(n, str) or os.path.basename(n) != n or n.startswith(".") or "\\" in n]
+    if bad:
+        raise KitError(f"{folder / MANIFEST} names a file outside the kit folder ({bad[0]!r}): not a kit to use")
+    return manifest, checked
+
+
+def check_interpreter(folder: Path, manifest: dict) -> None:
+    """The kit covers this interpreter: implementation, minor version, patch release, platform, glibc, and each
+    wheel's Requires-Python as the manifest records it (the wheels themselves are read again by ``stage``)."""
     here, made = target(), manifest.get("target", {})
     same = ("implementation", "python", "system", "machine")
+    release = this_release()
     if {k: here[k] for k in same} != {k: made.get(k) for k in same}:
-        raise KitError(f"{folder} was collected for {describe(made) if made else '?'}; this is {describe(here)}: "
-                       "set up online (make lab), or use a kit collected on a machine like this one")
+        raise KitError(f"{folder} was collected for {describe(made) if made else '?'}; this is "
+                       f"{describe({**here, 'oldest': release_text(release)})}: set up online (make lab), or use a kit "
+                       "collected on a machine like this one")
+    oldest = tuple(int(x) for x in str(made.get("oldest", "")).split(".") if x.isdigit())
+    if len(oldest) != 3 or release < oldest:
+        raise KitError(f"{folder} serves Python {made.get('oldest')} to {made.get('python')}.x; this is "
+                       f"{release_text(release)}: ask for a kit collected for it (make wheelhouse "
+                       f"OLDEST_PYTHON={release_text(release)}), or set up online (make lab)")
+    for f in manifest["files"]:
+        if f["file"].endswith(".whl") and not admits(f.get("requires_python"), release):
+            raise KitError(f"{folder} holds {f['file']}, which needs Python {f['requires_python']}; this is "
+                           f"{release_text(release)}: ask for a kit collected for it (make wheelhouse "
+                           f"OLDEST_PYTHON={release_text(release)}), or set up online (make lab)")
     libc, version = platform.libc_ver()
     needed = manifest.get("needs_glibc")
     if needed and libc == "glibc" and tuple(map(int, version.split(".")[:2])) < tuple(map(int, needed.split("."))):
         raise KitError(f"{folder} holds wheels that need glibc {needed} or newer; this machine has {version}: "
                        "set up online (make lab)")
+
+
+def copy_checked(src: Path, dest: Path | None, entry: dict) -> None:
+    """``src`` is the file ``entry`` lists (size, sha256); with ``dest``, checked while it is copied there."""
+    if not src.is_file():
+        raise KitError(f"{src} is missing (the manifest lists it): copy the whole folder again")
+    h, size = hashlib.sha256(), 0
+    with open(src, "rb") as f, (open(dest, "xb") if dest else open(os.devnull, "wb")) as out:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+            out.write(block)
+    if size != entry["bytes"] or h.hexdigest() != entry["sha256"]:
+        raise KitError(f"{src} is damaged (size or sha256 differs from the manifest): copy it again")
+
+
+def check_wheel(path: Path, listed_as: Path) -> None:
+    """The wheel's own Requires-Python admits this interpreter (read from the checked file)."""
+    rp = requires_python(path)
+    if not admits(rp, this_release()):
+        raise KitError(f"{listed_as} needs Python {rp}; this is {release_text(this_release())}: ask for a kit "
+                       f"collected for it (make wheelhouse OLDEST_PYTHON={release_text(this_release())}), or set up "
+                       "online (make lab)")
+
+
+def verify(folder: Path, manifest_sha256: str | None = None, dest: Path | None = None) -> dict:
+    """The manifest, after checking it, the interpreter it serves and every file it names (KitError otherwise).
+
+    With ``dest``: every wheel is copied there and checked as copied (``stage``); the source archive stays behind.
+    The manifest gets a ``checked`` line: what was checked, in words.
+    """
+    manifest, checked = read_manifest(folder, manifest_sha256)
+    check_interpreter(folder, manifest)
     for f in manifest["files"]:
-        path = folder / f["file"]
-        if not path.is_file():
-            raise KitError(f"{path} is missing (the manifest lists it): copy the whole folder again")
-        if path.stat().st_size != f["bytes"] or sha256(path) != f["sha256"]:
-            raise KitError(f"{path} is damaged (size or sha256 differs from the manifest): copy it again")
+        wheel = f["file"].endswith(".whl")
+        if dest is not None and not wheel:
+            continue
+        copy = dest / f["file"] if dest is not None else None
+        copy_checked(folder / f["file"], copy, f)
+        if wheel:
+            check_wheel(copy or folder / f["file"], folder / f["file"])
+    n = sum(f["file"].endswith(".whl") for f in manifest["files"]) if dest is not None else len(manifest["files"])
+    manifest["checked"] = (f"{checked}; {n} listed files match it (sha256), every wheel admits Python "
+                           f"{release_text(this_release())}" + ("; pip gets only these, copied where they were "
+                                                                "checked" if dest is not None else ""))
     return manifest
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("collect", "verify"):
-        print("usage: python3 scripts/wheelhouse.py collect|verify DIR", file=sys.stderr)
-        return 2
-    folder = Path(argv[1])
+    ap = argparse.ArgumentParser(prog="scripts/wheelhouse.py", description="The room kit (make wheelhouse).")
+    ap.add_argument("command", choices=("collect", "verify", "stage"))
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("dest", type=Path, nargs="?", help="stage: the (empty, private) folder pip is given")
+    ap.add_argument("--oldest", help="collect: the oldest patch release of this Python the room has, e.g. 3.11.2")
+    ap.add_argument("--manifest-sha256", help="verify, stage: the KIT_SHA256 the instructor published")
+    args = ap.parse_args(argv)
     try:
-        if argv[0] == "collect":
-            collect(folder)
+        if (args.dest is not None) != (args.command == "stage"):
+            raise KitError("usage: wheelhouse.py collect DIR [--oldest X.Y.Z] | verify DIR | stage DIR DEST")
+        if args.command == "collect":
+            collect(args.folder, parse_oldest(args.oldest) if args.oldest else None)
         else:
-            m = verify(folder)
-            print(f"wheelhouse: {folder}: {len(m['files'])} files verified (sha256), for {describe(m['target'])}")
+            if args.dest is not None and (not args.dest.is_dir() or any(args.dest.iterdir())):
+                raise KitError(f"{args.dest} is not an empty folder")
+            m = verify(args.folder, args.manifest_sha256, args.dest)
+            print(f"wheelhouse: {args.folder}: for {describe(m['target'])}: {m['checked']}")
     except KitError as exc:
         print(f"wheelhouse: {exc}", file=sys.stderr)
         return 2

@@ -25,8 +25,8 @@ from explainer.cli import main
 from explainer.commands import doctor as doctor_command
 
 ROWS = ["Python", "torch", "graphviz dot", "JupyterLab + widgets", "shared memory", "gloo on 127.0.0.1",
-        "shipped checkpoint", "vLLM 0.32 environment", "workshop jail"]
-VLLM = "vLLM 0.32 environment"             # optional: its ✗ does not fail the doctor
+        "shipped checkpoint", machine.VLLM_CHECK, "workshop jail"]
+VLLM = machine.VLLM_CHECK             # optional: its ✗ does not fail the doctor
 REPO = Path(__file__).resolve().parents[1]
 MARKS = ("✓", "✗", "–", "·")
 PYENV = Path.home() / ".pyenv" / "versions"

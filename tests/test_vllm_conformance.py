@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.bench import comm_vllm
 from explainer.conformance import comm_rows, drift, live
 from explainer.distributed.host_namespaces import unavailable_reason
+from explainer.doctor import machine
 
 NEEDS_VLLM = pytest.mark.skipif(vllm_env.missing_reason() is not None, reason=str(vllm_env.missing_reason()))
 PP_MESSAGE = ("Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` "
@@ -72,7 +73,7 @@ def row(data, name):
 def test_every_row_agrees_and_the_command_exits_0(conformance):
     proc, data, _, _ = conformance
     assert data is not None, proc.stderr[-2000:]
-    assert data["vllm_version"] == "0.32.0"
+    assert data["vllm_version"] == vllm_release.RUNS
     assert {"name", "toy", "vllm", "agree"} <= set(data["rows"][0])
     differ = [r["name"] for r in data["rows"] if r["agree"] is False]
     assert differ == [] and proc.returncode == 0, json.dumps([r for r in data["rows"] if r["agree"] is False])[:3000]
@@ -226,18 +227,18 @@ def test_vllms_channel_under_the_bench_harness_gives_named_rows():
     if peer["kernels"]["has_shm_ops"]:
         assert len(rows) == len(measured) == 10
     else:                                                # _C_AVX2: one short named row instead of vLLM's C++ channel
-        assert len(measured) == 5 and rows[0].name == "vLLM 0.32.0 C++ shm: not measured (_C_AVX2 has no shm ops)"
+        assert len(measured) == 5 and rows[0].name == f"vLLM {vllm_release.RUNS} C++ shm: not measured (_C_AVX2 has no shm ops)"
 
 
 def test_a_bench_row_that_could_not_measure_vllm_stays_short():
     why = "AssertionError: " + "{'rank': 0, 'choice': {'shm': {...}}} " * 30
     (r,) = comm_vllm.rows({}, why)
-    assert r.name.startswith("vLLM 0.32.0 channel: not measured (AssertionError: ") and len(r.name) < 110
+    assert r.name.startswith(f"vLLM {vllm_release.RUNS} channel: not measured (AssertionError: ") and len(r.name) < 110
 
 
 def test_doctor_shows_the_missing_vllm_env_as_optional(tmp_path):
     proc = cli("doctor", env={"EXPLAINER_VLLM_VENV": str(tmp_path / "none"), "PYTHONIOENCODING": "utf-8"}, timeout=180)
-    line = next(ln for ln in proc.stdout.splitlines() if "vLLM 0.32 environment" in ln)
+    line = next(ln for ln in proc.stdout.splitlines() if machine.VLLM_CHECK in ln)
     assert line.startswith("✗") and "make vllm" in line and proc.returncode == 0, proc.stdout
 
 
@@ -249,7 +250,7 @@ def test_the_recorded_real_run_is_what_the_real_vllm_says_now(conformance):
     data = conformance[1]
     rows = {r["name"]: {"build": data["kernels"], **r["vllm"]} for r in data["rows"]}
     rec = live.recorded()
-    assert rec["engine"] == "vLLM 0.32.0 (CPU)" and rec["date"] and rec["kernels"]["library"] in vllm_env.KERNEL_LIBRARIES
+    assert rec["engine"] == vllm_release.ENGINE_LABEL and rec["date"] and rec["kernels"]["library"] in vllm_env.KERNEL_LIBRARIES
     same_build = rec["kernels"]["library"] == data["kernels"]["library"]
     for question, (name, needs_hosts) in live.QUESTIONS.items():
         if needs_hosts and unavailable_reason() is not None:
@@ -272,7 +273,7 @@ def test_the_notebooks_compare_the_lines_every_build_shares_and_name_the_build()
     patterns = re.findall("^regex: (.*)$\n^replace: (.*)$", cfg, flags=re.MULTILINE)
 
     def shown(v: dict, recorded: bool) -> str:
-        head = "vLLM 0.32.0 (CPU), " + ("recorded on 2026-12-02 (not run here: x):" if recorded else
+        head = f"{vllm_release.ENGINE_LABEL}, " + ("recorded on 2026-12-02 (not run here: x):" if recorded else
                                          "ran live in .venv-vllm when this cell ran:")
         text = "\n".join([head] + [f"  {ln}" for ln in live.lines_of("comm-one-ident", v)]) + "\n"
         for regex, replace in patterns:
@@ -293,7 +294,7 @@ def test_the_notebooks_compare_the_lines_every_build_shares_and_name_the_build()
 def test_without_the_vllm_env_the_recorded_run_is_shown_and_says_how_to_run_it(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLAINER_VLLM_VENV", str(tmp_path / "none"))
     lines = live.real_vllm("llm-pp2")
-    assert lines[0].startswith("vLLM 0.32.0 (CPU), recorded on ") and "make vllm" in lines[0]
+    assert lines[0].startswith(f"{vllm_release.ENGINE_LABEL}, recorded on ") and "make vllm" in lines[0]
     assert lines[1] == "  this build: kernel library _C (AVX-512 with BF16), has the shared-memory ops"
     assert lines[2] == f"  NotImplementedError: {PP_MESSAGE}"
 
@@ -327,8 +328,8 @@ def test_the_vllm_kernel_is_offered_beside_the_default_one_without_shadowing_it(
     out = subprocess.run([str(Path(sys.executable).parent / "jupyter"), "kernelspec", "list", "--json"],
                          capture_output=True, text=True, timeout=60, env={**os.environ, "JUPYTER_PATH": str(folder)})
     specs = json.loads(out.stdout)["kernelspecs"]
-    assert specs["vllm-0.32-cpu"]["spec"]["display_name"] == "vLLM 0.32 (CPU)"
+    assert specs[vllm_release.KERNEL_NAME]["spec"]["display_name"] == vllm_release.KERNEL_DISPLAY
     vllm_python = os.path.abspath(vllm_env.python())      # venv pythons are symlinks to one interpreter: no resolve
-    assert os.path.abspath(specs["vllm-0.32-cpu"]["spec"]["argv"][0]) == vllm_python
+    assert os.path.abspath(specs[vllm_release.KERNEL_NAME]["spec"]["argv"][0]) == vllm_python
     assert str(vllm_env.venv_dir()) not in specs["python3"]["resource_dir"] and os.path.abspath(specs["python3"]["spec"]["argv"][0]) != \
         vllm_python

@@ -12,7 +12,7 @@ library, and only the generic path is compared.
 
 from __future__ import annotations
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.bench import Row
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)        # explainer.bench.comm.SIZES
@@ -51,12 +51,12 @@ def short(why: str) -> str:
 def rows(toy: dict, peer: dict | str) -> list[Row]:
     """The toy's figures (``explainer.bench.comm.measure``) beside vLLM's, one row per path and size."""
     if isinstance(peer, str):
-        return [Row("comm", f"vLLM {vllm_env.VLLM_VERSION} channel: not measured ({short(peer)})", 0.0, None, "",
+        return [Row("comm", f"vLLM {vllm_release.RUNS} channel: not measured ({short(peer)})", 0.0, None, "",
                     None, "(info)", True)]
     out = []
     if "shm" not in peer["latency"]:
         lib = (peer.get("kernels") or {}).get("library") or "this build"
-        out.append(Row("comm", f"vLLM {vllm_env.VLLM_VERSION} C++ shm: not measured ({lib} has no shm ops)", 0.0,
+        out.append(Row("comm", f"vLLM {vllm_release.RUNS} C++ shm: not measured ({lib} has no shm ops)", 0.0,
                        None, "", None, "(info)", True))
     for path, what in (("shm", "C++ shm"), ("generic", "generic")):
         if path not in peer["latency"]:

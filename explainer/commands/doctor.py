@@ -10,13 +10,13 @@ a failure); · not checked yet (it needs torch first). The vLLM 0.32 environment
 import json
 import sys
 
-from explainer.doctor import CHECKS
+from explainer.doctor import CHECKS, machine
 from explainer.doctor.check import Check, next_step, run_checks
 from explainer.doctor.host import Host
 from explainer.workshop import jail
 
 HELP = ("check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint, "
-        "the workshop jail; optional: the vLLM 0.32 environment) and say the one command to run next; works "
+        "the workshop jail; optional: the vLLM environment) and say the one command to run next; works "
         "before set-up")
 ENGINE = False                      # a bare Python (no torch) must get its rows, not a traceback
 
@@ -83,7 +83,7 @@ def summary(rows: list[Check]) -> str:
 def run(args):
     host = Host.here()
     marks = _marks()
-    width = len("vLLM 0.32 environment")
+    width = len(machine.VLLM_CHECK)
 
     def show(r):
         print(f"{marks[r.status]} {r.name:{width}s}  {r.detail}", flush=True)

@@ -4,6 +4,7 @@
 import json
 
 from explainer import scenario as scenarios
+from explainer import vllm_release
 
 HELP = "run a named scenario (pp1, pp2-pre-fix, ..., comm-inter-node-fixed) and report its outcome"
 
@@ -17,7 +18,7 @@ def configure(parser):
     parser.add_argument("--pp-schedule", default="sync", dest="pp_schedule",
                         help="PP back-channel schedule: sync (vLLM #33960, default) or async (#42187)")
     parser.add_argument("--engine", default=None, help="comm-shared-ident-two-hosts: who runs the ranks, toy "
-                        "(default) or vllm (the real vLLM 0.32.0 from .venv-vllm: make vllm)")
+                        f"(default) or vllm (the real {vllm_release.ENGINE_LABEL} from .venv-vllm: make vllm)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

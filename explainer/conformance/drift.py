@@ -11,12 +11,12 @@ difference, so the next vLLM release says what to update. Reads files only: runs
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.config import PP_NOT_SUPPORTED_MESSAGE
+from explainer.conformance.places import normalize
 from explainer.conformance.rows import Row
 from explainer.distributed.device_communicators.cpu_communicator import FALLBACK_LOG, NO_DICT_FASTPATH
 from explainer.render.annotated import FIX_40150, FIX_45828
@@ -30,14 +30,6 @@ class Quote:
     file: str                                # relative to the vllm package folder
     text: str
     held_in: str                             # where the package holds the text
-
-
-def normalize(text: str) -> str:
-    text = re.sub(r"\s+", " ", text)
-    text = re.sub(r'" f?"', "", text)        # adjacent string literals, as Python joins them
-    text = re.sub(r"\(\s+", "(", text)
-    text = re.sub(r",?\s+\)", ")", text)
-    return text.strip()
 
 
 def diff_pieces(fix) -> list[tuple[str, str]]:
@@ -78,7 +70,7 @@ def quotes() -> list[Quote]:
                  "explainer.distributed.device_communicators.cpu_communicator.CpuCommunicator.make_group_name"),
            Quote("the CPU worker's ident from its init method", "v1/worker/cpu_worker.py",
                  'else init_method.split(":")[-1]', "explainer.distributed.hosts_node (each node's port)"),
-           Quote("0.32.0's CPU architecture allow-list", "distributed/device_communicators/cpu_communicator.py",
+           Quote(f"{vllm_release.RUNS}'s CPU architecture allow-list", "distributed/device_communicators/cpu_communicator.py",
                  " or ".join(f"current_platform.get_cpu_architecture() == CpuArchEnum.{a}" for a in ALLOW_LIST_032),
                  "explainer.conformance.drift.ALLOW_LIST_032 (the toy keeps 02bdead's list)"),
            Quote("Model Runner V1's refusal of diffusion models", "config/vllm.py",

@@ -8,7 +8,7 @@ the scenarios ``pp2-gated`` and ``pp2-pre-fix`` (in-process).
 
 from __future__ import annotations
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.conformance.rows import Row, compare, failed
 from explainer.model.interfaces import supports_pp
 from explainer.model.registry import DEFAULT_MODEL, ModelRegistry
@@ -53,7 +53,7 @@ def rows(probe: dict | None = None, toy: dict | None = None) -> list[Row]:
                "skip_tokenizer_init, enforce_eager, dtype float32) in .venv-vllm; toy: scenario pp2-gated")
     how_pre = ("vLLM: the real class subclassed with SupportsPP declared again (composed), registered under the "
                "checkpoint's architecture, then the same LLM(...); toy: scenario pp2-pre-fix. Compared: the PP gate "
-               "lets it through; what each does next is shown, not compared (vLLM 0.32.0 stops at Model Runner V1; "
+               f"lets it through; what each does next is shown, not compared (vLLM {vllm_release.RUNS} stops at Model Runner V1; "
                "the toy goes on to its warmup)")
     names = ("PP gate: supports_pp(DiffusionGemmaForConditionalGeneration)", "PP gate: LLM(pipeline_parallel_size=2)",
              "PP gate: the pre-#45828 model (SupportsPP declared again)")

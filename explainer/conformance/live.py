@@ -16,11 +16,11 @@ import json
 import sys
 from importlib import resources
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.conformance import comm_rows, gate_rows, report
 from explainer.distributed.host_namespaces import unavailable_reason
 
-RECORD = "vllm-0.32.0-cpu.json"
+RECORD = f"vllm-{vllm_release.RUNS}-cpu.json"
 QUESTIONS = {   # question -> (conformance row name, needs the two hosts)
     "llm-pp2": ("PP gate: LLM(pipeline_parallel_size=2)", False),
     "comm-one-ident": ("communicator: one node (one ident)", False),

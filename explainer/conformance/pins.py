@@ -1,17 +1,20 @@
-"""The pin checker: every ``FILE:LINES TEXT`` pin the product shows, looked up within its lines in the installed vLLM.
+"""The pin checker: every ``RELEASE FILE:LINES TEXT`` pin the product shows, found within its lines of that release.
 
-A pin is one code span holding a file, a line or a range, and the short text (a symbol, a phrase of code) the
-lines hold, e.g. ``config/model.py:1560-1562 Pipeline parallelism is not supported``. The file is vLLM 0.32.0's,
-relative to its package folder (``vllm/`` in front is allowed; a unique tail such as ``cpu_communicator.py`` is
-enough), or this repository's (``explainer/...``). ``check`` reads every place the product shows pins (``PLACES``:
-SOURCES.md, the docs, the notebooks, the package's docstrings and comments) and, for each pin, looks for its text
-with layout ignored (``drift.normalize``) inside the cited lines. A pin fails when its file is missing or ambiguous,
-when a span names a file and line but no text, or when the text is not inside the lines: then the failure says
-where the text is now (its line range in the installed file), so the next vLLM release says what to update. A pin
-also fails when its range holds more than ``MAX_SLACK`` lines beyond its text's: the text would be found, but the
-range would cover far more than the claim is about (a whole function for one condition inside it).
-A line reference outside a pin (a file name, a colon and a line number loose in prose, or a colon and a number
-alone in a code span) fails too: it would escape the check. Reads files only: runs in this venv, not in vLLM's.
+A pin is one code span holding a vLLM release, a file, a line or a range, and the short text (a symbol, a phrase of
+code) the lines hold, e.g. ``0.32.0 config/model.py:1560-1562 Pipeline parallelism is not supported``. The release
+is one of ``explainer.vllm_release.RELEASES``; the file is relative to that release's ``vllm/`` package folder
+(``vllm/`` in front is allowed; a unique tail such as ``cpu_communicator.py`` is enough). A pin into this repository
+(``explainer/...``, ``tests/...``, ``scripts/...``) names no release. ``check`` reads every place the product shows
+pins (``PLACES``: SOURCES.md, the docs, the notebooks, the package's docstrings and comments) and looks each pin up
+in its release's source (``vllm_source``: the vLLM environment's package or the release's wheel), layout ignored.
+
+A pin fails when it names no release, when its file is missing or ambiguous, when a span names a file and line but
+no text, when the text is not within the cited lines (the failure lists every place it is, with its context), or
+when the text identifies no place: it occurs twice within the lines, or twice in its context, the function or class
+around it (``places.identify``; ``handle.wait()`` alone is such a text). A pin also fails when its range holds more
+than ``MAX_SLACK`` lines beyond its text's. A line reference outside a pin (a file name, a colon and a line number
+loose in prose, or a colon and a number alone in a code span) fails too: it would escape the check.
+Reads files only: runs in this venv, not in vLLM's.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from explainer import vllm_env
-from explainer.conformance.drift import normalize, vllm_root
-from explainer.conformance.rows import Row
+from explainer import vllm_env, vllm_release
+from explainer.conformance import vllm_source
+from explainer.conformance.places import File, Place, identify
+from explainer.conformance.rows import Row, skipped
+from explainer.errors import UsageError
 
-PIN = re.compile(r"(?P<q>`{1,2})(?P<file>(?:[\w.-]+/)*[\w.-]+\.(?:py|cpp|h)):(?P<a>\d+)(?:-(?P<b>\d+))?"
-                 r"(?: (?P<text>[^`]+?))?(?P=q)")
+PIN = re.compile(r"(?P<q>`{1,2})(?:(?P<release>\d+\.\d+\.\d+) )?(?P<file>(?:[\w.-]+/)*[\w.-]+\.(?:py|cpp|h))"
+                 r":(?P<a>\d+)(?:-(?P<b>\d+))?(?: (?P<text>[^`]+?))?(?P=q)")
 LOOSE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]+\.(?:py|cpp|h):\d+|`:\d+(?:-\d+)?`")
 OWN = ("explainer/", "tests/", "scripts/")    # pins into this repository, checked against its own files
 MAX_SLACK = 40    # lines a pin's range may hold beyond its text's: a longer range hides what the claim is about
@@ -37,10 +42,18 @@ PLACES = ("SOURCES.md", "README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "docs
 @dataclass(frozen=True)
 class Pin:
     where: str                  # the product file and line that shows the pin
+    release: str | None         # the vLLM release it names (None: a pin into this repository)
     file: str
     first: int
     last: int
     text: str | None
+
+    def cited(self) -> str:
+        lines = f"{self.first}" + (f"-{self.last}" if self.last != self.first else "")
+        return f"{self.release + ' ' if self.release else ''}{self.file}:{lines}"
+
+    def key(self) -> tuple:
+        return self.release, self.file, self.first, self.last, self.text
 
 
 def texts_of(path: Path) -> list[tuple[str, str]]:
@@ -61,86 +74,123 @@ def scan(root: Path) -> tuple[list[Pin], list[str]]:
                 where = f"{path.relative_to(root)}{label}:{line_no}"
                 for m in PIN.finditer(line):
                     first = int(m["a"])
-                    pins.append(Pin(where, m["file"], first, int(m["b"] or first), m["text"]))
+                    pins.append(Pin(where, m["release"], m["file"], first, int(m["b"] or first), m["text"]))
                 rest = PIN.sub("", line)
-                loose += [f"{where}: {m.group(0)!r} is not a pin (`FILE:LINES TEXT`)" for m in LOOSE.finditer(rest)]
+                loose += [f"{where}: {m.group(0)!r} is not a pin (`RELEASE FILE:LINES TEXT`)"
+                          for m in LOOSE.finditer(rest)]
     return pins, loose
 
 
-def resolve(pin: Pin, vllm: Path | None, repo: Path) -> tuple[Path | None, str | None]:
-    """The file a pin names, or why not (missing, ambiguous, no vLLM here)."""
-    if pin.file.startswith(OWN):
-        path = repo / pin.file
-        return (path, None) if path.is_file() else (None, f"no such file in this repository: {pin.file}")
-    if vllm is None:
-        return None, "not checked: " + (vllm_env.missing_reason() or "no vllm package in the vLLM environment")
-    rel = pin.file.removeprefix("vllm/")
-    if (vllm / rel).is_file():
-        return vllm / rel, None
-    found = [p for p in vllm.rglob(Path(rel).name) if p.as_posix().endswith("/" + rel)]
+def resolve(src: vllm_source.Source, name: str) -> tuple[str | None, str | None]:
+    """The file of ``src`` a pin names, or why not (missing, ambiguous)."""
+    found = src.find(name)
     if len(found) == 1:
         return found[0], None
-    return None, (f"{pin.file}: " + ("no such file in the installed vLLM" if not found else
-                                      f"ambiguous, {len(found)} files end so: give more of the path"))
+    return None, (f"no such file in vLLM {src.release}" if not found else
+                  f"ambiguous in vLLM {src.release}, {len(found)} files end so: give more of the path")
 
 
-def span_of(text: str, lines: list[str]) -> tuple[int, int] | None:
-    """The first and last line (1-based) of the first place ``text`` appears, layout ignored; None if nowhere.
-    Containment grows with the prefix and shrinks with the start, so both ends are found by bisection."""
-    want = normalize(text)
-
-    def holds(a: int, b: int) -> bool:
-        return want in normalize("\n".join(lines[a:b]))
-    if not holds(0, len(lines)):
-        return None
-    lo, hi = 1, len(lines)                       # the shortest prefix that holds it ends the first occurrence
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if holds(0, mid) else (mid + 1, hi)
-    end, lo, hi = lo, 0, lo - 1                  # the latest start that still holds it begins that occurrence
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if holds(mid, end) else (lo, mid - 1)
-    return lo + 1, end
+def home(pin: Pin, src: vllm_source.Source) -> tuple[str | None, Place | None, str | None]:
+    """A vLLM pin's file and place in its own release, or why it identifies none."""
+    rel, why = resolve(src, pin.file)
+    if rel is None:
+        return None, None, why
+    found = src.file(rel).places(pin.text or "")
+    place, why = identify(found, pin.first, pin.last)
+    if place is None and why == "not within its lines":
+        at = "; ".join(f"{p.lines()}" + (f" ({p.context})" if p.context else "") for p in found[:4])
+        why = f"{pin.text!r} is not within lines {pin.first}-{pin.last}; " + (f"it is at {at}" if at else
+                                                                             "nowhere in the file")
+    return rel, place, why
 
 
-def check_pin(pin: Pin, vllm: Path | None, repo: Path) -> str | None:
-    """None when the pin's text is within its lines; else the failure, naming the file, the range and where now."""
-    cited = f"{pin.file}:{pin.first}" + (f"-{pin.last}" if pin.last != pin.first else "")
+def slack(pin: Pin, place: Place) -> str | None:
+    if pin.last - pin.first - (place.last - place.first) > MAX_SLACK:
+        return (f"spans {pin.last - pin.first + 1} lines for a text of {place.last - place.first + 1}: narrow it to "
+                f"the lines the claim is about (at most {MAX_SLACK} more than the text's)")
+    return None
+
+
+def check_own(pin: Pin, repo: Path) -> str | None:
+    path = repo / pin.file
+    if not path.is_file():
+        return f"no such file in this repository: {pin.file}"
+    found = File(path.read_text(errors="replace"), python=path.suffix == ".py").places(pin.text or "")
+    inside = [p for p in found if pin.first <= p.first and p.last <= pin.last]
+    if not inside:
+        at = ", ".join(p.lines() for p in found[:4]) or "nowhere in the file"
+        return f"{pin.text!r} is not within lines {pin.first}-{pin.last}; it is at {at}"
+    return slack(pin, inside[0])
+
+
+def check_pin(pin: Pin, sources: dict[str, vllm_source.Source], repo: Path) -> str | None:
+    """None when the pin holds in its release; else the failure, naming the pin and what is wrong."""
+    head = f"{pin.where}: `{pin.cited()}`"
     if not pin.text:
-        return f"{pin.where}: `{cited}` has no text: write `{cited} <the symbol or code it points at>`"
-    path, why = resolve(pin, vllm, repo)
-    if path is None:
-        return f"{pin.where}: `{cited}`: {why}"
-    lines = path.read_text(errors="replace").splitlines()
-    if normalize(pin.text) in normalize("\n".join(lines[pin.first - 1:pin.last])):
-        a, b = span_of(pin.text, lines[pin.first - 1:pin.last])
-        if pin.last - pin.first - (b - a) > MAX_SLACK:
-            return (f"{pin.where}: `{cited}` spans {pin.last - pin.first + 1} lines for a text of {b - a + 1}: "
-                    f"narrow it to the lines the claim is about (at most {MAX_SLACK} more than the text's)")
-        return None
-    now = span_of(pin.text, lines)
-    at = "nowhere in the file" if now is None else f"now at {now[0]}" + (f"-{now[1]}" if now[1] != now[0] else "")
-    return f"{pin.where}: `{cited}`: {pin.text!r} is not within lines {pin.first}-{pin.last}; {at}"
+        return f"{head} has no text: write `{pin.cited()} <the symbol or code it points at>`"
+    if pin.file.startswith(OWN):
+        why = None if pin.release is None else "a pin into this repository names no vLLM release"
+        why = why or check_own(pin, repo)
+        return f"{head}: {why}" if why else None
+    if pin.release not in vllm_release.RELEASES:
+        return (f"{head}: name the vLLM release it was read in: `{vllm_release.RUNS} {pin.file}:...`" if not pin.release
+                else f"{head}: {pin.release} is not a release the package is read against "
+                     f"({', '.join(vllm_release.RELEASES)})")
+    _, place, why = home(pin, sources[pin.release])
+    why = why or slack(pin, place)
+    return f"{head}: {why}" if why else None
 
 
-def check(repo: Path | None = None, vllm: Path | None = None) -> dict:
-    """Every pin of the product checked: ``{"pins", "checked", "failures", "vllm"}``."""
+def load_sources(releases: set[str], progress=None) -> tuple[dict[str, vllm_source.Source], dict[str, str]]:
+    """Each release's source, or why it cannot be read here (no vLLM environment and no network, ...)."""
+    sources, missing = {}, {}
+    for release in sorted(releases):
+        try:
+            sources[release] = vllm_source.source(release, progress)
+        except UsageError as exc:
+            missing[release] = str(exc)
+    return sources, missing
+
+
+def check(repo: Path | None = None, sources: dict[str, vllm_source.Source] | None = None, progress=None) -> dict:
+    """Every pin of the product checked in its release: ``{"pins", "checked", "failures", "not_checked",
+    "sources"}`` (``not_checked``: release -> why its source cannot be read here; its pins are not counted)."""
     repo = repo or vllm_env.package_root()
     if repo is None:
         return {"pins": 0, "checked": 0, "failures": ["not checked: the product's files (SOURCES.md, notebooks) are "
-                                                      "in a checkout, and this package is installed"], "vllm": None}
-    vllm = vllm if vllm is not None else vllm_root()
+                                                      "in a checkout, and this package is installed"],
+                "not_checked": {}, "sources": {}}
     pins, loose = scan(repo)
-    failures = [f for f in (check_pin(p, vllm, repo) for p in pins) if f] + loose
-    return {"pins": len(pins), "checked": len(pins) - sum("not checked:" in f for f in failures),
-            "failures": failures, "vllm": str(vllm) if vllm else None}
+    named = {p.release for p in pins if p.release in vllm_release.RELEASES and not p.file.startswith(OWN)}
+    missing: dict[str, str] = {}
+    if sources is None:
+        sources, missing = load_sources(named, progress)
+    else:
+        missing = {r: f"no source for vLLM {r}" for r in named if r not in sources}
+    failures, checked = list(loose), 0
+    for pin in pins:
+        if pin.release in missing and not pin.file.startswith(OWN):
+            continue
+        checked += 1
+        failure = check_pin(pin, sources, repo)
+        if failure:
+            failures.append(failure)
+    return {"pins": len(pins), "checked": checked, "failures": failures, "not_checked": missing,
+            "sources": {r: s.where for r, s in sources.items()}}
 
 
-def rows() -> list[Row]:
-    """One conformance row: every pin found within its lines (the failures listed)."""
-    result = check()
-    return [Row("source: every file:line pin the product shows", {"pins": result["pins"], "failures": []},
-                {"pins": result["checked"], "failures": result["failures"]}, not result["failures"] and
-                result["checked"] == result["pins"], "explainer.conformance.pins: SOURCES.md, docs, notebooks and the "
-                "package's docstrings, each pin's text looked up within its cited lines", ["pins", "failures"])]
+def rows(progress=None) -> list[Row]:
+    """One conformance row: every pin found within its lines of the release it names (the failures listed). Pins
+    naming a release whose source cannot be read here (no wheel cached, no network) are said, not passed."""
+    result = check(progress=progress)
+    how = ("explainer.conformance.pins: SOURCES.md, docs, notebooks and the package's docstrings, each pin's text "
+           "looked up within its cited lines of the release it names (" +
+           "; ".join(f"{r}: {w}" for r, w in sorted(result["sources"].items())) + ")")
+    runs_missing = result["not_checked"].get(vllm_release.RUNS)
+    failures = result["failures"] + ([f"not checked: {runs_missing}"] if runs_missing else [])
+    out = [Row("source: every file:line pin the product shows", {"pins": result["pins"], "failures": []},
+               {"pins": result["checked"], "failures": failures}, not failures, how, ["pins", "failures"])]
+    for release, why in sorted(result["not_checked"].items()):
+        if release != vllm_release.RUNS:
+            out.append(skipped(f"source: the pins naming vLLM {release}", f"not checked here: {why}"))
+    return out

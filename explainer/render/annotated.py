@@ -10,7 +10,7 @@ package, so they cannot drift from what the notebooks execute.
 * ``FIX_40150``: ``GroupCoordinator.use_cpu_custom_send_recv`` asks the communicator instead of the build,
   and ``CpuCommunicator`` gains ``supports_tensor_dict``. The expressions are those of vLLM versions before
   and after the PR: the post-fix gate is vLLM 0.32.0's
-  (``distributed/parallel_state.py:574-578 getattr(self.device_communicator, "supports_tensor_dict", False)``);
+  (``0.32.0 distributed/parallel_state.py:574-578 getattr(self.device_communicator, "supports_tensor_dict", False)``);
   the PR's own diff was not examined, so line wrapping here is ours.
 """
 
@@ -21,6 +21,8 @@ import inspect
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+
+from explainer import vllm_release
 
 __all__ = ["Fix", "FIX_45828", "FIX_40150", "toy_source", "annotated_html"]
 
@@ -86,7 +88,8 @@ FIX_40150 = Fix(
             f'cpu_communicator.py">cpu_communicator.py (02bdead)</a>, '
             f'<a href="{VLLM}/blob/main/vllm/distributed/parallel_state.py">parallel_state.py</a>, PR '
             f'<a href="{VLLM}/pull/40150">#40150</a> (issue <a href="{VLLM}/issues/37933">#37933</a>)'),
-    caveat=("the expressions are vLLM's before and after the PR; the after-form of the gate is vLLM 0.32.0's "
+    caveat=("the expressions are vLLM's before and after the PR; the after-form of the gate is vLLM "
+            f"{vllm_release.RUNS}'s "
             "(lines 574-578 of its parallel_state.py); the PR's own diff was not examined (line wrapping here is "
             "ours)"),
     toy=(("explainer.distributed.parallel_state.GroupCoordinator._gate", ""),

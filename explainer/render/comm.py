@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Mapping, Sequence
 
+from explainer import vllm_release
 from explainer.render.comm_dot import (masked, run_selection_dot, selection_dot,  # noqa: F401  (R.<name> in notebook 3)
                                        tensor_dict_dot)
 from explainer.render.dot_picture import strip_svg
@@ -86,7 +87,7 @@ def ranks_table_html(per_rank: Sequence[Mapping], *, css: bool = True) -> str:
               '<span class="xp-shm">shm</span><span class="xp-tdist">torch.distributed (gloo)</span>'
               '<span class="xp-ok">✓ worked</span><span class="xp-error">✗ failed</span>'
               ' PORT@nodeK = node K\'s ident, the free port its launcher picked (vLLM\'s VLLM_DIST_IDENT; a vllm_dist_&lt;uuid&gt;'
-              ' file name in vLLM 0.32.0)</div>')
+              f' file name in vLLM {vllm_release.RUNS})</div>')
     return (CSS if css else "") + ('<div class="xp-comm"><table class="xp-ranks" id="xp-comm-ranks">' + head
                                    + "".join(body) + "</table>" + legend + "</div>")
 

@@ -15,11 +15,11 @@ canvas (``loop.generate``), then per step one ``multinomial`` over ``B*L`` rows 
 ``draw="gumbel"`` swaps the candidate draw for Gumbel-max, the draw of vLLM's ``DiffusionSampler``: one uniform
 ``u`` per logit, clamped at 1e-20, and ``argmax(processed - log(-log u))``, then the same ``randint`` for renoise.
 vLLM draws it in ``sample_row_stats``, per tile of requests
-(``model_executor/models/diffusion_gemma.py:1526-1532 seed = int(torch.randint(0, 2**31 - 1, (1,)).item())``).
+(``0.32.0 model_executor/models/diffusion_gemma.py:1526-1532 seed = int(torch.randint(0, 2**31 - 1, (1,)).item())``).
 On CUDA that is a Triton kernel seeded by one ``randint`` per tile
-(``model_executor/models/diffusion_gemma_sampler.py:84-86 gumbel = -tl.log(-tl.log(u))``). Elsewhere its PyTorch
+(``0.32.0 model_executor/models/diffusion_gemma_sampler.py:84-86 gumbel = -tl.log(-tl.log(u))``). Elsewhere its PyTorch
 reference draws ``rand_like`` over the tile's ``[rows, V]`` logits
-(``model_executor/models/diffusion_gemma_sampler.py:158-167 u = torch.rand_like(scaled).clamp(min=1e-20)``);
+(``0.32.0 model_executor/models/diffusion_gemma_sampler.py:158-167 u = torch.rand_like(scaled).clamp(min=1e-20)``);
 the toy's draw is that reference over one request's ``[1, L, V]``. Both draws sample softmax(processed) exactly
 (the Gumbel-max trick), but they turn the random stream into tokens differently, so under the same seed they give
 different tokens: vLLM is not token-identical to transformers even with identical logits and seed.

@@ -1,11 +1,11 @@
 """``comm-shared-ident-two-hosts``: two hosts that share one init method, so one ident, and no ``/dev/shm``.
 
 vLLM's CPU worker takes its ``VLLM_DIST_IDENT`` from its ``distributed_init_method``: the file name of a
-``file://`` method, else the port (0.32.0 ``v1/worker/cpu_worker.py:147-151 init_method.split(":")[-1]``). When every node's
+``file://`` method, else the port (0.32.0 ``0.32.0 v1/worker/cpu_worker.py:147-151 init_method.split(":")[-1]``). When every node's
 executor picks its own method (the multiproc executor on each node: 0.32.0 gives ``file://…/vllm_dist_<uuid>``;
 the set-up of #37933), the idents differ and the SHM group names disagree across nodes, so #40150's gate falls
 back. When one init method is shared by all nodes (Ray's executor: one ``tcp://`` address for every rank,
-``v1/executor/ray_executor.py:354-356 get_distributed_init_method(``), every rank computes the same SHM group name:
+``0.32.0 v1/executor/ray_executor.py:354-356 get_distributed_init_method(``), every rank computes the same SHM group name:
 the name agreement passes, the communicator picks shared memory, and each rank then opens its peer's segment in a ``/dev/shm`` that is not
 there. (Issue #33628 met the same ``errno: 2`` on two nodes of the multiproc executor, before PR #34169 added the
 name agreement at all.) #40150's gate reads

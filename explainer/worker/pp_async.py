@@ -1,9 +1,9 @@
 """The asynchronous PP back-channel as vLLM 0.32.0 runs it (``PPHandler`` in ``v1/worker/gpu/pp_utils.py``; the
 schedule came with #42187, first read at ``007f85b5``) and the runner that uses it (``async_model_runner.py``).
 What 0.32.0 adds to ``007f85b5`` and the toy runs: the ``finished_prefill`` clause of the mask
-(``v1/worker/gpu/pp_utils.py:38-52 finished_prefill &= input_batch.is_prefilling_np``), its own broadcast group
-(``v1/worker/gpu/pp_utils.py:94-96 group_desc="pp_broadcast"``), the ids padded to ``max_sample_len`` and the draft
-relay the runner calls (``v1/worker/gpu/model_runner.py:2263-2273 self.pp_handler.broadcast_drafts(``).
+(``0.32.0 v1/worker/gpu/pp_utils.py:38-52 finished_prefill &= input_batch.is_prefilling_np``), its own broadcast group
+(``0.32.0 v1/worker/gpu/pp_utils.py:94-96 group_desc="pp_broadcast"``), the ids padded to ``max_sample_len`` and the draft
+relay the runner calls (``0.32.0 v1/worker/gpu/model_runner.py:2263-2273 self.pp_handler.broadcast_drafts(``).
 
 With ``pp_schedule="async"`` every stage works on a different batch each tick (one batch in flight per
 stage) and nobody waits for the back-channel inside a step:
@@ -13,7 +13,7 @@ stage) and nobody waits for the back-channel inside a step:
   int32 and, because ``num_speculative_steps`` = CL > 0, ``draft_tokens`` [n, CL] int64;
 * a non-last rank's ``sample_tokens`` only *posts* the receive (vLLM: on a side stream). vLLM's then advances
   ``num_computed_tokens`` optimistically and returns a KV-connector-only output
-  (``v1/worker/gpu/model_runner.py:2110-2127 ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)``).
+  (``0.32.0 v1/worker/gpu/model_runner.py:2110-2127 ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)``).
   The toy advances ``num_computed_tokens`` earlier, in ``execute_model`` after the forward, and returns ``None``;
 * the posted receive sits in a FIFO pre-seeded with ``pp_size`` empty slots and is consumed ``pp_size``
   steps later, at the top of ``execute_model`` (``update_pp_decode_requests`` ->
@@ -23,7 +23,7 @@ stage) and nobody waits for the back-channel inside a step:
   (``compute_need_sampled_mask``: does any request finish its prefill or decode?). They must agree, or
   the collective never pairs up. Here that is a bounded wait that names the peer. In vLLM the broadcast waits until
   the NCCL watchdog's timeout takes the group down (PyTorch's default, 600 s:
-  ``config/parallel.py:360-363 PyTorch's default timeout is used (600s for NCCL)``).
+  ``0.32.0 config/parallel.py:360-363 PyTorch's default timeout is used (600s for NCCL)``).
 
 Where this toy is exact and where it is not:
 

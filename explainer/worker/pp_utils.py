@@ -4,7 +4,7 @@
 Which revision this models, precisely: #33960's *timing* (a broadcast every step, no ``need_sampled_mask``, no
 draft ids) with the later ``PPHandler.broadcast``'s *payload* (the int64 assert, the ids padded to
 ``max_sample_len`` = ``num_speculative_steps + 1``, the two counts stacked into one tensor; vLLM 0.32.0
-``v1/worker/gpu/pp_utils.py:259 assert sampled_token_ids.dtype == torch.int64``).
+``0.32.0 v1/worker/gpu/pp_utils.py:259 assert sampled_token_ids.dtype == torch.int64``).
 #33960's own handler sent the ids as they were, in three separate broadcasts, with no assert, padding or stacking.
 The toy's ``num_spec`` is vLLM's ``num_speculative_steps``.
 

@@ -8,7 +8,7 @@ runs and a PP bug surfaces here, before the first user request. As in vLLM:
   (``decode_query_len`` = CL, no bonus token), so the prefill is never mistaken for a decode batch;
 * one prefill step, then decode steps, then one step that finishes the requests.
 
-vLLM's decode steps are a mix (``v1/worker/gpu/warmup.py:435-451 decode_steps.append(([0, 1], [False, False]))``).
+vLLM's decode steps are a mix (``0.32.0 v1/worker/gpu/warmup.py:435-451 decode_steps.append(([0, 1], [False, False]))``).
 With two or more requests and speculative steps there are five: every request with placeholder drafts
 ``[0] * num_speculative_steps``; requests 0 and 1, one with drafts and one as a one-token decode without;
 both without; request 0 with; request 0 without. Its ``num_decode_steps`` (5 with speculative steps) is the

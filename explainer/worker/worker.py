@@ -9,9 +9,9 @@ One step on a PP rank:
     non-last rank: isend_tensor_dict(output)        # not waited: the handles are waited at the next step
 
 ``sample_tokens`` is the runner's. vLLM 0.32.0 pins: the receive
-``v1/worker/gpu_worker.py:1313-1325 AsyncIntermediateTensors(``, the send
-``v1/worker/gpu_worker.py:1349-1356 self._pp_send_work = handles[1:]``, the wait
-``v1/worker/gpu_worker.py:1307-1310 for handle in self._pp_send_work:``. Before the asynchronous path the runner sent and received
+``0.32.0 v1/worker/gpu_worker.py:1313-1325 AsyncIntermediateTensors(``, the send
+``0.32.0 v1/worker/gpu_worker.py:1349-1356 self._pp_send_work = handles[1:]``, the wait
+``0.32.0 v1/worker/gpu_worker.py:1307-1310 for handle in self._pp_send_work:``. Before the asynchronous path the runner sent and received
 itself, blocking; the messages on the wire are the same. ``EngineConfig.pp_transfer="blocking"`` selects that
 form (every send and receive waited at once, as ``parallel_state.py`` at ``0c175ae`` sent them).
 """

@@ -1,6 +1,6 @@
 """The four conditions of vLLM's ``CpuCommunicator.__init__`` ``if``, and what really failed when it falls back.
 
-vLLM 0.32.0 (``distributed/device_communicators/cpu_communicator.py:34-51 _all_group_ranks_share_shm_group_name()``)
+vLLM 0.32.0 (``0.32.0 distributed/device_communicators/cpu_communicator.py:34-51 _all_group_ranks_share_shm_group_name()``)
 takes shared memory only when the architecture is allow-listed, ``torch.ops._C`` has ``init_shm_manager``, the
 group is tp/pp and every rank computed the same SHM group name, tested in that order with ``and``. Its ``elif``
 then logs "ranks do not share the same SHM group name" whenever the group is tp/pp: after *any* failed condition.
