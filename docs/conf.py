@@ -60,11 +60,13 @@ myst_heading_anchors = 3
 nb_execution_mode = "off"  # render what nbval checked; never re-run the notebooks here
 nb_merge_streams = True  # as nbval compares them: one stdout block per cell
 nb_output_stderr = "show"
-# The widget manager from the site itself (keys are relative to _static/), not MyST-NB's CDN default.
+# The widget manager from the site itself (keys are relative to _static/), not MyST-NB's CDN default. No
+# `crossorigin` attribute: it makes the browser fetch the script with CORS, which a page opened from disk (origin
+# "null") cannot pass, so Chromium refused it and no stepper rendered. Plain <script> tags load from file://.
 nb_ipywidgets_js = {
     "widgets/require.js": {},
     "widgets/assets-path.js": {},
-    "widgets/dist/embed-amd.js": {"data-jupyter-widgets-cdn": "", "crossorigin": "anonymous"},
+    "widgets/dist/embed-amd.js": {"data-jupyter-widgets-cdn": ""},
 }
 # No page needs math, so no page loads MathJax (Sphinx adds it only to pages with math). A page that
 # starts to (a text/latex output) would load it from a CDN, and tests/test_docs_site.py fails on that.
@@ -82,7 +84,8 @@ html_theme = "sphinx_book_theme"
 html_title = "explainer"
 html_static_path = ["_static"]
 html_css_files = ["explainer.css"]
-html_js_files = [("fa-config.js", {"priority": 100}), "diagram-focus.js"]  # fa-config before the theme's fontawesome.js
+html_js_files = [("fa-config.js", {"priority": 100}), "diagram-focus.js",  # fa-config before the theme's fontawesome.js
+                 "widgets-fallback.js"]
 html_extra_path = ["_extra"]  # index.html at the site root: a link to docs/index.html
 html_copy_source = False
 html_show_sourcelink = False

@@ -4,10 +4,13 @@ working from disk with the network blocked.
 1. Build the site exactly as `make docs` does (`sphinx-build -E -W --keep-going`) into a temp dir.
 2. Walk the built HTML: every internal link, script, stylesheet and picture resolves to a file of the site
    (and every #anchor to an id on its page); no page loads anything from outside the site.
-3. Open every page in Debian's Chromium from file:// with every request outside the site's folder blocked
+3. Open every page in Debian's Chromium from file://, as a reader does (no flag: Chromium refuses a page on disk
+   every CORS fetch, a script with `crossorigin` among them), with every request outside the site's folder blocked
    and recorded: no console error, no failed or blocked request. On every notebook page: each diagram of the
    notebook renders (one picture per stored SVG output, with alt text), each stepper steps (the slider moves
-   the frame; ▶ Play plays), and the Play icon is drawn by a loaded icon font.
+   the frame; ▶ Play plays), and ▶/⏸ are drawn by CSS (no web font needed). Every character a page shows is in
+   a font this machine has (no missing-glyph box). A page whose widget manager does not load says in one line
+   how to open the site through a local server.
 4. Every stream output stored in a notebook is on its page, exactly and in order: the site shows the
    outputs nbval checks (tests/test_docs_notebooks.py shows nbval failing when one of them changes).
 5. Read at a glance: at 1280 and 700 px no output block is wider than its column; the Next links walk the
@@ -16,14 +19,19 @@ working from disk with the network blocked.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
 import re
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -207,8 +215,7 @@ def test_the_site_shows_every_stored_stream_output_exactly(site):
 # --- 3. the browser, offline ---------------------------------------------------------------------------
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--allow-file-access-from-files", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
@@ -268,15 +275,12 @@ def test_every_page_loads_offline_without_errors(site, browser):
         _clean(log, path.relative_to(site), page)
 
 
-PLAY_ICON_FONT = """() => {
+PLAY_ICONS = """() => {
   const icons = [...document.querySelectorAll('.widget-play button i')].filter(i => i.closest('button').offsetParent);
   return icons.map(i => {
-    const family = getComputedStyle(i).fontFamily.split(',')[0].replace(/["']/g, '').trim();
-    const weight = getComputedStyle(i).fontWeight;
-    const loaded = [...document.fonts].some(f => f.family.replace(/["']/g, '') === family && f.status === 'loaded'
-                                                  && String(f.weight) === String(weight));
-    return {cls: i.className, family, weight, loaded, width: i.getBoundingClientRect().width,
-            glyph: getComputedStyle(i, '::before').content};
+    const b = getComputedStyle(i, '::before');
+    return {cls: i.className, content: b.content, width: parseFloat(b.width), height: parseFloat(b.height),
+            drawn: b.borderLeftStyle === 'solid' && parseFloat(b.borderLeftWidth) > 0 || b.backgroundImage !== 'none'};
   });
 }"""
 
@@ -341,14 +345,84 @@ def test_notebook_pages_render_their_diagrams_and_step_offline(site, browser):
             page.wait_for_function("box => +/frame (\\d+) of/.exec(box.lastElementChild.innerText)[1] >= %d"
                                    % min(start + 2, total), arg=stepper.element_handle(), timeout=15_000)
             stepper.locator(".widget-play button").nth(0).click()
-            icons = page.evaluate(PLAY_ICON_FONT)
-            assert icons and all(i["loaded"] and i["width"] > 0 for i in icons), f"{path.name}: icons {icons}"
+            icons = page.evaluate(PLAY_ICONS)       # drawn by the site's CSS: no glyph of an icon font
+            assert icons and all(i["drawn"] and i["width"] > 0 and i["height"] > 0 and i["content"] == '""'
+                                 for i in icons), f"{path.name}: icons {icons}"
             assert any("fa-play" in i["cls"] for i in icons), icons
             stepper.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / f"docs-{path.stem}-stepper.png"))
             checked += 1
+            assert page.locator(".xp-open-hint").count() == 0, f"{path.name}: says its steppers did not load"
         _clean(log, path.name, page)
     assert checked >= 1, "no notebook page with a stepper was checked"
+
+
+@pytest.mark.browser
+def test_a_page_whose_widget_manager_does_not_load_says_how_to_open_the_site_and_that_works(site, browser):
+    """The widget manager refused (as a browser that will not run it from disk would): the page says in one line
+    how to open the site; that command, run as printed (on a free port), serves the page with its steppers."""
+    page, log = browser
+    path = site / "notebooks" / "01_canvas_sampler.html"
+    page.route("**/embed-amd.js", lambda route: route.abort())
+    try:
+        _open(page, log, path)
+        hint = page.wait_for_selector(".xp-open-hint", timeout=15_000).inner_text()
+    finally:
+        page.unroute("**/embed-amd.js")
+    assert page.locator(".widget-play").count() == 0
+    m = re.search(r"(python3 -m http\.server .*? 8000), then (http://127\.0\.0\.1:8000/(\S+))", hint)
+    assert m and "\n" not in hint.strip(), hint
+    assert m.group(3) == "notebooks/01_canvas_sampler.html" and f"'{site.resolve()}'" in m.group(1), hint
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = shlex.split(m.group(1).replace("python3", sys.executable, 1))[:-1] + [str(port)]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = m.group(2).replace(":8000/", f":{port}/")
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            time.sleep(0.1)
+        page.route(f"http://127.0.0.1:{port}/**", lambda route: route.continue_())
+        page.goto(url)
+        page.wait_for_selector(".widget-play", timeout=60_000)
+        assert _steppers(page).count() >= 1 and page.locator(".xp-open-hint").count() == 0
+    finally:
+        page.unroute(f"http://127.0.0.1:{port}/**")
+        server.terminate()
+        server.wait(timeout=10)
+
+
+FONTS_HAVE = {}
+
+
+def in_a_font_here(ch: str) -> bool:
+    """Whether a font installed here (fontconfig, where Chromium looks) has a glyph for ``ch``."""
+    if ch not in FONTS_HAVE:
+        out = subprocess.run(["fc-list", f":charset={ord(ch):x}", "family"], capture_output=True, text=True, timeout=30)
+        FONTS_HAVE[ch] = bool(out.stdout.strip())
+    return FONTS_HAVE[ch]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(shutil.which("fc-list") is None, reason="no fontconfig here")
+def test_every_character_the_site_shows_is_in_a_font_of_this_machine(site, browser):
+    """Debian's fonts (set-up installs fonts-dejavu-core for the tests): a character none of them has is a box."""
+    page, log = browser
+    missing: dict[str, set[str]] = {}
+    for path in pages(site):
+        if 'http-equiv="refresh"' in path.read_text(encoding="utf-8"):
+            continue                                                # the root's redirect to docs/index.html
+        _open(page, log, path)
+        if "application/vnd.jupyter.widget-view+json" in path.read_text(encoding="utf-8"):
+            page.wait_for_selector(".jupyter-widgets", timeout=60_000)
+        text = page.evaluate("() => document.body.innerText")
+        for ch in {c for c in text if ord(c) > 0x7e and not c.isspace() and unicodedata.category(c)[0] != "C"}:
+            if not in_a_font_here(ch):
+                missing.setdefault(f"U+{ord(ch):04X} {ch} {unicodedata.name(ch, '?')}", set()).add(path.name)
+    assert not missing, "characters no font here has (a box on the page):\n" + "\n".join(
+        f"{k}: {sorted(v)[:4]}" for k, v in sorted(missing.items()))
 
 
 # ---- reading at a glance: outputs fit their column, the Next links walk the workshop route ------------------
