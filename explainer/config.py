@@ -11,7 +11,9 @@
    last PP rank only), so in vLLM a bad ``entropy_bound`` fails at worker load, not at this check;
 3. ``verify_with_parallel_config`` (vLLM ``ModelConfig.verify_with_parallel_config``): PP > 1 on a model
    whose class does not implement ``SupportsPP`` raises ``PipelineParallelNotSupportedError`` with vLLM's
-   message; then the stage count must not exceed the layer count.
+   message;
+4. ``verify_stages_fit_layers``, the toy's own (vLLM's ``verify_with_parallel_config`` has no such check): the
+   stage count must not exceed the layer count, since the toy gives every stage at least one layer.
 
 Four switches choose between vLLM's behaviour and the historic or reference one: ``pp_schedule``
 (``sync``, #33960 | ``async``, #42187, as 0.32.0 runs it), ``pp_transfer`` (``async``, 0.32.0's worker |
@@ -85,6 +87,7 @@ class EngineConfig:
         self._verify_values()
         self._verify_and_update_model_config()
         self.verify_with_parallel_config()
+        self.verify_stages_fit_layers()
 
     # 1. plain values
     def _verify_values(self) -> None:
@@ -164,7 +167,10 @@ class EngineConfig:
         pp = self.pipeline_parallel_size
         if pp > 1 and not ModelRegistry.is_pp_supported_model(self.model):
             raise PipelineParallelNotSupportedError(PP_NOT_SUPPORTED_MESSAGE)
-        layers = self.num_hidden_layers
+
+    # 4. the toy's own: every stage holds at least one layer (not a vLLM check)
+    def verify_stages_fit_layers(self) -> None:
+        pp, layers = self.pipeline_parallel_size, self.num_hidden_layers
         if pp > layers:
             raise UsageError(f"pipeline_parallel_size={pp} gives more stages than the model's {layers} layers; "
                              f"accepted: 1..{layers}")

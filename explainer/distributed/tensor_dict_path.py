@@ -78,7 +78,9 @@ class TensorDictPaths:
         return handles
 
     def _reap_completed_isends(self) -> None:
-        """Drop the retained sends that completed, oldest first (vLLM gates on the tensor sends' handles)."""
+        """Drop the retained sends that completed, oldest first. Unlike vLLM 0.32.0, the toy also waits for the
+        metadata sends (gloo) to report completion: vLLM gates on the tensor sends' handles only (``handles[1:]``),
+        because gloo's ``is_completed`` can answer early, and drops metadata-only entries without waiting."""
         while self._pending_isends and all(h.is_completed() for h in self._pending_isends[0][0]):
             self._pending_isends.popleft()
 

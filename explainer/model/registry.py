@@ -7,7 +7,8 @@ Both historic behaviours of DiffusionGemma are registered, selected by name, nev
                                    still accepts ``intermediate_tensors``. PP > 1 is rejected.
 ``diffusion-gemma-tiny@pre-45828`` before #45828: declares ``SupportsPP`` and sets
                                    ``make_empty_intermediate_tensors``. PP > 1 passes the startup
-                                   check and then crashes in warmup or silently diverges.
+                                   check and then crashes in warmup or, with int64 ids, runs on stale
+                                   state on rank 0.
 =================================  ==============================================================
 
 ``_ModelInfo.from_model_cls`` inspects the class only; no model is ever instantiated to decide.

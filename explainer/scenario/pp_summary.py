@@ -14,6 +14,9 @@ def summarize(res: ScenarioResult) -> str:
              + (f" ({mode})" if mode else "") + f", backend {res.backend} -> outcome: {res.outcome}"]
     if res.error:
         lines.append(f"  error: {res.error['type']}: {res.error['message']}")
+    if res.outcome == "warmup-crash":
+        lines.append("  (the toy's crash; that vLLM's PP crash in #45719 was this assert is inferred from vLLM's code: "
+                     "no traceback of it was found)")
     if res.outcome == "startup-rejected":
         lines.append(f"  rejected by the startup check (EngineConfig.__post_init__) in {d['startup_check_ms']} ms: "
                      f"no rank, runner, group or process was created")

@@ -22,7 +22,7 @@ class Story:
 PP = ("pp_schedule",)                   # every PP story runs on either back-channel schedule
 PP1 = Story("pp1", "PP=1 on the post-#45828 model: the reference output", PP)
 PP2_PRE_FIX = Story("pp2-pre-fix", "PP=2 on the pre-#45828 model: the int32 sampled ids trip the int64 assert in "
-                    "warmup", PP + ("gate",), hosts=True)
+                    "warmup (vLLM's crash, inferred from its code)", PP + ("gate",), hosts=True)
 PP2_PRE_FIX_INT64 = Story("pp2-pre-fix-int64", "PP=2 pre-#45828 with the ids cast to int64: rank 0 reads stale "
                           "state, text diverges", PP + ("gate",), hosts=True)
 PP2_GATED = Story("pp2-gated", "PP=2 on the post-#45828 model: rejected by the startup check before any rank exists",

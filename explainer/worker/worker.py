@@ -12,7 +12,9 @@ One step on a PP rank:
 ``0.32.0 v1/worker/gpu_worker.py:1313-1325 AsyncIntermediateTensors(``, the send
 ``0.32.0 v1/worker/gpu_worker.py:1349-1356 self._pp_send_work = handles[1:]``, the wait
 ``0.32.0 v1/worker/gpu_worker.py:1307-1310 for handle in self._pp_send_work:``. Before the asynchronous path the runner sent and received
-itself, blocking; the messages on the wire are the same. ``EngineConfig.pp_transfer="blocking"`` selects that
+itself, blocking; the messages on the wire are the same. One difference: vLLM keeps only the tensor sends' handles
+(``handles[1:]``: the metadata send is reaped by its ``GroupCoordinator``); the toy keeps and waits them all, the
+metadata's two sends (its size, then its bytes) included. ``EngineConfig.pp_transfer="blocking"`` selects that
 form (every send and receive waited at once, as ``parallel_state.py`` at ``0c175ae`` sent them).
 """
 
