@@ -9,6 +9,7 @@ from explainer.model import task
 from torch import nn
 
 from explainer import config as config_mod
+from explainer.engine import inprocess_executor as executor_mod
 from explainer.engine import llm_engine as engine_mod
 from explainer.worker import model_runner as runner
 from explainer.model import registry
@@ -126,8 +127,8 @@ def constructions(monkeypatch):
     counting(registry.DiffusionGemmaForConditionalGeneration, "model")
     counting(inprocess.InProcessWorld, "world")
     counting(inprocess.InProcessPPGroup, "group")
-    original_warmup = engine_mod.warmup_kernels
-    monkeypatch.setattr(engine_mod, "warmup_kernels",
+    original_warmup = executor_mod.warmup_kernels
+    monkeypatch.setattr(executor_mod, "warmup_kernels",
                         lambda *a, **k: (counts.__setitem__("warmup", counts["warmup"] + 1), original_warmup(*a, **k)))
     return counts
 

@@ -9,7 +9,7 @@ from explainer.cli import main
 from explainer.distributed.inprocess import InProcessWorld, NothingPendingError
 from explainer.engine.llm_engine import LLMEngine
 from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
-from explainer.worker.input_batch import InputBatch
+from explainer.worker.outputs import InputBatch
 from explainer.trace import Trace
 
 NAMES = ("pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync")
@@ -122,8 +122,8 @@ def test_ranks_that_disagree_on_the_mask_end_in_a_timeout_naming_the_peer():
     skips (mask None) while rank 0 posted a receive: rank 0's wait ends naming rank 1, never hangs."""
     world = InProcessWorld(2)
     g0, g1 = world.groups()
-    h0 = AsyncPPHandler(g0, Trace(), num_spec=CL, hidden_size=64, mode="generic", max_num_reqs=2)
-    h1 = AsyncPPHandler(g1, Trace(), num_spec=CL, hidden_size=64, mode="generic", max_num_reqs=2)
+    h0 = AsyncPPHandler(g0, num_spec=CL, hidden_size=64, mode="generic", max_num_reqs=2)
+    h1 = AsyncPPHandler(g1, num_spec=CL, hidden_size=64, mode="generic", max_num_reqs=2)
     batch = _batch(1, [CL])
     h0.post_receive(7, batch, [True])
     sent = h1.broadcast_async(torch.zeros(1, CL, dtype=torch.int64), torch.zeros(1, dtype=torch.int32),
@@ -135,7 +135,7 @@ def test_ranks_that_disagree_on_the_mask_end_in_a_timeout_naming_the_peer():
 
 def test_the_early_return_comes_before_the_int64_assert():
     world = InProcessWorld(2)
-    h1 = AsyncPPHandler(world.group(1), Trace(), num_spec=CL, hidden_size=64, mode="generic", max_num_reqs=2)
+    h1 = AsyncPPHandler(world.group(1), num_spec=CL, hidden_size=64, mode="generic", max_num_reqs=2)
     int32 = torch.zeros(1, CL, dtype=torch.int32)
     args = (torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), _batch(1, [CL]))
     assert h1.broadcast_async(int32, *args, None, torch.zeros(1, CL)) is False
@@ -178,7 +178,7 @@ def test_bytes_per_step_async_adds_exactly_the_drafts(results):
 def test_the_mask_is_0_32_0s_a_final_prefill_chunk_at_its_length_cap_needs_no_sample():
     """vLLM 0.32.0's ``compute_need_sampled_mask``: with the requests' caps (batches with a prefill), a final
     prefill chunk whose one sampled token reaches ``max_seq_len`` is dropped; without caps it is 007f85b5's form."""
-    from explainer.worker.input_batch import InputBatch
+    from explainer.worker.outputs import InputBatch
     from explainer.worker.pp_async import compute_need_sampled_mask
 
     batch = InputBatch(["a", "b"], [0, 1], [4, 4], [False, False], [True, True], [], [])
@@ -190,10 +190,9 @@ def test_the_mask_is_0_32_0s_a_final_prefill_chunk_at_its_length_cap_needs_no_sa
 
 def test_the_back_channel_has_its_own_group_the_pp_broadcast_sibling():
     from explainer.distributed.inprocess import InProcessWorld
-    from explainer.trace import Trace
     from explainer.worker.pp_async import AsyncPPHandler
 
     g0, g1 = InProcessWorld(2).groups()
-    h = AsyncPPHandler(g1, Trace(), num_spec=4, hidden_size=8, mode="generic", max_num_reqs=2)
+    h = AsyncPPHandler(g1, num_spec=4, hidden_size=8, mode="generic", max_num_reqs=2)
     assert h.broadcast_group.channel == "pp_broadcast" and h.broadcast_group.world is g1.world
     assert h.group is g1 and h.broadcast_group is not g1

@@ -25,7 +25,6 @@ from collections import deque
 import torch
 import torch.distributed as dist
 
-from explainer.distributed import phases
 from explainer.distributed.device_communicators.comm_config import CommConfig, env_timeout
 from explainer.distributed.device_communicators.cpu_communicator import CpuCommunicator, setup_bounded
 from explainer.distributed.device_communicators.shm_header import DTYPES
@@ -61,9 +60,7 @@ class GroupCoordinator(TensorDictPaths):
         self.rank, self.local_rank = dist.get_rank(), local_rank
         timeout = datetime.timedelta(seconds=self.config.timeout)
         self.device_group = self.cpu_group = None
-        self._transfers = 0                               # counts the first two tensor dicts (phases)
         self._pending_isends: deque[tuple[list, list[torch.Tensor]]] = deque()
-        phases.enter("group-setup")
         for ranks in group_ranks:                         # every rank creates every group, same order
             device_group = setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
                                           backend=torch_distributed_backend, timeout=timeout)
@@ -138,15 +135,11 @@ class GroupCoordinator(TensorDictPaths):
             raise
 
     def _transfer_peer(self, r: int | None, step: int) -> int:
-        """The group rank one tensor dict goes to or comes from (default: the next / previous rank), checked.
-        The first two transfers mark the rank's phase (first-transfer, then steady-state)."""
+        """The group rank one tensor dict goes to or comes from (default: the next / previous rank), checked."""
         if r is None:
             r = (self.rank_in_group + step) % self.world_size
         elif type(r) is not int or not 0 <= r < self.world_size or r == self.rank_in_group:
             self._check_peer(r)
-        if self._transfers < 2:
-            self._transfers += 1
-            phases.enter("first-transfer" if self._transfers == 1 else "steady-state")
         return r
 
     def _check_peer(self, r: int) -> None:
@@ -217,10 +210,9 @@ def init_distributed_environment(timeout: float | None = None) -> None:
     if missing:
         raise RuntimeError(f"environment lacks {', '.join(missing)}; run under torchrun or explainer's launch()")
     secs = timeout if timeout is not None else env_timeout()
-    phases.enter("rendezvous")                            # TCPStore on MASTER_PORT, then the world's gloo group
-    where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-    setup_bounded(f"rendezvous at {where}", secs, dist.init_process_group, "gloo", init_method="env://",
-                   timeout=datetime.timedelta(seconds=secs))
+    where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"   # TCPStore there, then the world's group
+    setup_bounded("rendezvous", secs, dist.init_process_group, "gloo", init_method="env://",
+                  timeout=datetime.timedelta(seconds=secs), at=where)
 
 
 def initialize_pp_group(pp_size: int | None = None, *, gate: str | None = None,

@@ -34,6 +34,9 @@ def current() -> str:
 
 
 def enter(phase: str) -> None:
+    """The rank is in ``phase`` from now on (entering the phase it is in changes nothing)."""
+    if phase == _state["phase"]:
+        return
     _state["phase"] = phase
     conn = _state["conn"]
     if conn is not None:

@@ -17,12 +17,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from explainer.distributed import phases
 from explainer.distributed.tensor_metadata import TensorMetadata, decode_metadata, encode_metadata, split_tensor_dict
 
 
 class TensorDictPaths:
     """Needs ``ranks``, ``world_size``, ``cpu_group``, ``device_communicator``, ``use_cpu_custom_send_recv``,
     ``_pending_isends``, ``_bounded`` and ``_transfer_peer`` (``GroupCoordinator`` has them)."""
+
+    transfers = 0                  # tensor dicts so far: the first two mark the rank's phase for the launcher
+
+    def _count_transfer(self) -> None:
+        if self.transfers < 2:
+            self.transfers += 1
+            phases.enter("first-transfer" if self.transfers == 1 else "steady-state")
 
     # --- generic objects ---------------------------------------------------------------------
     def send_object(self, data: bytes, dst: int) -> None:
@@ -61,6 +69,7 @@ class TensorDictPaths:
         if not dist.is_initialized() or self.world_size == 1:
             return []
         dst = self._transfer_peer(dst, +1)
+        self._count_transfer()
         if self.use_cpu_custom_send_recv:
             self.device_communicator.send_tensor_dict(tensor_dict, dst)
             return []
@@ -101,6 +110,7 @@ class TensorDictPaths:
         if not dist.is_initialized() or self.world_size == 1:
             return None, []
         src = self._transfer_peer(src, -1)
+        self._count_transfer()
         if self.use_cpu_custom_send_recv:
             return self.device_communicator.recv_tensor_dict(src), []
         tensor_dict: dict[str, Any] = {}

@@ -22,7 +22,6 @@ from explainer.model.interfaces import supports_pp
 from explainer.model.registry import ModelRegistry
 from explainer.trace import Trace
 from explainer.validation import check_int, check_token_ids
-from explainer.worker.warmup import warmup_kernels
 
 EXECUTORS = {"inprocess": InProcessExecutor, "processes": ProcessesExecutor, "hosts": HostsExecutor}
 
@@ -65,7 +64,7 @@ class LLMEngine:
         if config.warmup and isinstance(self.executor, InProcessExecutor):
             try:
                 with one_torch_thread():
-                    warmup_kernels(self.executor, config)
+                    self.executor.warmup()
             except RankFailure as exc:
                 exc.processes_started = self.executor.processes_started
                 self.executor.shutdown()

@@ -23,7 +23,6 @@ from explainer.engine.errors import RankError, RankFailure
 from explainer.engine.scheduler import Request, RequestOutput
 from explainer.errors import UsageError
 from explainer.trace import Trace
-from explainer.worker.warmup import warmup_kernels
 
 
 class ProcessesExecutor:
@@ -92,7 +91,7 @@ def rank_program(config: EngineConfig, requests: list[Request]) -> dict:
     outputs: dict[str, RequestOutput] = {}
     try:
         if config.warmup:
-            warmup_kernels(executor, config)
+            executor.warmup()
         scheduler = scheduler_cls(config)
         for req in requests:
             scheduler.add_request(req)

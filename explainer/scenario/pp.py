@@ -95,7 +95,7 @@ def load_without_gate(model: str, pp: int) -> dict:
     config.pipeline_parallel_size = pp                 # the gate skipped
     for group in InProcessWorld(pp).groups():
         try:
-            ModelRunner(config, group, Trace(enabled=False))
+            ModelRunner(config, group)
         except AttributeError as exc:
             return {"rank": group.rank_in_group, "phase": "load_model", **error_summary(exc)}
     return {"rank": None}

@@ -11,9 +11,8 @@ from __future__ import annotations
 import torch
 
 from explainer.model.stages import IntermediateTensors
-from explainer.worker.input_batch import InputBatch
 from explainer.worker.model_runner import ModelRunner
-from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
+from explainer.worker.outputs import InputBatch, ModelRunnerOutput, SchedulerOutput
 from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
 
 
@@ -21,21 +20,21 @@ class AsyncModelRunner(ModelRunner):
     """``ModelRunner`` on the async schedule: consume at the top of ``execute_model``; non-last ranks'
     ``sample_tokens`` only post the receive and return ``None`` (vLLM's return a KV-connector-only output)."""
 
-    def __init__(self, config, group, trace):
-        super().__init__(config, group, trace)
-        self.pp = AsyncPPHandler(group, self.observer, num_spec=config.num_speculative_tokens,
-                                 hidden_size=config.hidden_size, mode=config.pp_mode,
-                                 max_num_reqs=config.max_num_seqs)
+    def __init__(self, config, group):
+        super().__init__(config, group)
+        self.pp = AsyncPPHandler(group, num_spec=config.num_speculative_tokens, hidden_size=config.hidden_size,
+                                 mode=config.pp_mode, max_num_reqs=config.max_num_seqs)
         self._step = 0
-        self._mask = None
+        self.need_sampled_mask = None                           # this step's compute_need_sampled_mask
+        self.consumed: tuple[int, list[str], list[str]] | None = None   # (step, fields, req ids) taken this step
 
     @torch.no_grad()
     def execute_model(self, scheduler_output: SchedulerOutput,
                       intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
-        self.observer.step(scheduler_output.step, scheduler_output.warmup)
         self._step = scheduler_output.step
+        self.consumed = None
         if self.pp.enabled and not self.is_last_rank:
-            self.update_pp_decode_requests()
+            self.consumed = self.update_pp_decode_requests()
         for req_id in scheduler_output.finished_req_ids:          # generation counter, then free
             slot = self.req_states.req_id_to_slot.get(req_id)
             if slot is not None:
@@ -51,21 +50,23 @@ class AsyncModelRunner(ModelRunner):
                    for s, d in zip(batch.slots, batch.is_decode)]
         prefilling = [not d and c < p for d, c, p in zip(batch.is_decode, before, prefill)]
         caps = [self.req_states.max_seq_len[s] for s in batch.slots] if any(prefilling) else None
-        self._mask = (compute_need_sampled_mask(batch, before, prefill, caps, prefilling)
-                      if batch.req_ids else None)
+        self.need_sampled_mask = (compute_need_sampled_mask(batch, before, prefill, caps, prefilling)
+                                  if batch.req_ids else None)
         return output
 
-    def update_pp_decode_requests(self) -> None:
+    def update_pp_decode_requests(self) -> tuple[int, list[str], list[str]] | None:
+        """Take the back-channel entry of ``pp_size`` steps ago: post_update (roll back the optimistic
+        ``num_computed_tokens``), then the synced fields. Returns (its step, the fields set, the requests)."""
         got = self.pp.get_prev_sampled_outputs()
         if got is None:
-            return
+            return None
         pending, keep = got
         t = pending.tensors
         sampled, (num_sampled, num_rejected) = t["sampled_token_ids"], t["num_sampled_num_rejected"]
         st = self.model_state.req_states
         batch = InputBatch([pending.req_ids[i] for i in keep], [pending.slots[i] for i in keep],
                            [], [], [], [], [])
-        self._post_update(batch, sampled[keep], num_sampled[keep], num_rejected[keep])
+        self._post_update(batch, sampled[keep], num_sampled[keep], num_rejected[keep])   # counted at sample_tokens
         applied = ["num_computed_tokens", "all_token_ids"]
         if "draft_tokens" in t:
             self.req_states.draft_tokens[batch.slots] = t["draft_tokens"][keep]
@@ -76,42 +77,38 @@ class AsyncModelRunner(ModelRunner):
         if "self_conditioning_embeds" in t:
             st.self_conditioning_embeds[batch.slots] = t["self_conditioning_embeds"][keep]
             applied.append("self_conditioning_embeds")
-        self.observer.consumed(pending.step, applied, batch.req_ids)
+        return pending.step, applied, batch.req_ids
 
     @torch.no_grad()
     def sample_tokens(self) -> ModelRunnerOutput | None:
         batch = self._batch
-        self.observer.resume(self._step)
         if batch is None or not batch.req_ids:
             if self.pp.enabled and not self.is_last_rank:
                 self.pp.post_receive(self._step, batch, None)
             return ModelRunnerOutput([], [], [], {}) if self.is_last_rank else None
-        if not self.is_last_rank:                                # post the receive, return None
-            self.observer.enter("receive")
-            posted = self.pp.post_receive(self._step, batch, self._mask)
-            self.observer.posted_receive(self._step, posted is not None)
+        if not self.is_last_rank:            # post the receive; count the tokens optimistically; return None
+            self.pp.post_receive(self._step, batch, self.need_sampled_mask)
+            for slot, n in zip(batch.slots, batch.query_lens):      # vLLM: postprocess_num_computed_tokens
+                self.req_states.num_computed_tokens[slot] += n
             return None
-        sampled, num_sampled, num_rejected = self._sample(batch)
+        sampled, num_sampled, num_rejected, _ = self.sample(batch)
         if self.pp.enabled:
-            self.observer.enter("broadcast")
             st = self.model_state.req_states
-            self.pp.broadcast_async(sampled, num_sampled, num_rejected, batch, self._mask,
+            self.pp.broadcast_async(sampled, num_sampled, num_rejected, batch, self.need_sampled_mask,
                                     self.req_states.draft_tokens[batch.slots],
                                     synced={"is_encoder_phase": st.is_encoder_phase[batch.slots],
                                             "self_conditioning_embeds": st.self_conditioning_embeds[batch.slots]})
-        self._post_update(batch, sampled, num_sampled, num_rejected)
+        self._post_update(batch, sampled, num_sampled, num_rejected, batch.query_lens)
         return self._output(batch, sampled, num_sampled, num_rejected)
 
     def delivered_output(self, step: int) -> ModelRunnerOutput | None:
         """Non-last rank: complete the receive for ``step`` (if posted) and return the step's output as
         this rank now knows it (its replicated scheduler needs it in the one-process-per-rank backend)."""
-        self.observer.enter("receive")
         pending = self.pp.deliver(step)
         if pending is None:
             return None
         t = pending.tensors
         sampled, (num_sampled, num_rejected) = t["sampled_token_ids"], t["num_sampled_num_rejected"]
-        self.observer.delivered(step, t)
         drafts = t.get("draft_tokens")
         return ModelRunnerOutput(
             list(pending.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(pending.slots))],

@@ -11,11 +11,14 @@ last rank builds the ``DiffusionSampler``, the one part that advances that state
                                       # forward; a non-last rank returns its IntermediateTensors
                                       # (the ``Worker``, worker.py, receives and sends them)
     sample_tokens()                   # last rank: logits -> sampler -> back-channel broadcast;
-                                      # others: receive it; everyone: post_update (rollback) and
-                                      # returns the step's ModelRunnerOutput as it knows it
+                                      # others: receive it; everyone: post_update (num_computed_tokens
+                                      # += scheduled - rejected, as vLLM's postprocess) and returns the
+                                      # step's ModelRunnerOutput as it knows it
 
 and only the blocking group calls synchronise ranks, so the same code runs ranks in one process
-(``distributed/inprocess.py``) or one rank per process.
+(``distributed/inprocess.py``) or one rank per process. The runner records nothing: what a run shows is taken
+from outside, by the recorder the executor wraps around each worker, which asks the runner for its view of the
+state (``state_view``) and for what the step's sampler returned (``sampler_output``).
 
 Self-conditioning (``model_state.py``) and the sampler's draw (``diffusion_sampler.py``) are documented where
 they happen.
@@ -29,24 +32,20 @@ from explainer.config import EngineConfig
 from explainer.model.kv_cache import KVCache
 from explainer.model.registry import ModelRegistry
 from explainer.model.stages import IntermediateTensors, get_pp_indices
-from explainer.trace import Trace
-from explainer.trace.observer import RankObserver
 from explainer.worker.diffusion_sampler import DiffusionSampler
-from explainer.worker.input_batch import InputBatch
 from explainer.worker.model_state import DiffusionGemmaModelState
-from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
+from explainer.worker.outputs import InputBatch, ModelRunnerOutput, SamplerOutput, SchedulerOutput
 from explainer.worker.pp_utils import PPHandler
 from explainer.worker.states import RequestState, state_tensors
 
 
 class ModelRunner:
-    def __init__(self, config: EngineConfig, group, trace: Trace):
+    def __init__(self, config: EngineConfig, group):
         self.config, self.group = config, group
         self.rank, self.world_size = group.rank_in_group, group.world_size
         self.is_first_rank, self.is_last_rank = group.is_first_rank, group.is_last_rank
-        self.observer = RankObserver(trace, self.rank, first_rank=self.is_first_rank, world_size=self.world_size)
-        start, end = get_pp_indices(config.num_hidden_layers, self.rank, self.world_size)
-        self.model = ModelRegistry.resolve_model_cls(config.model)(start, end)      # load_model
+        self.start_layer, self.end_layer = get_pp_indices(config.num_hidden_layers, self.rank, self.world_size)
+        self.model = ModelRegistry.resolve_model_cls(config.model)(self.start_layer, self.end_layer)   # load_model
         if not self.is_first_rank:   # persistent receive buffer; a non-PP model has no such method
             self.intermediate_tensors = self.model.make_empty_intermediate_tensors(
                 batch_size=1, dtype=torch.float32, device="cpu", num_tokens=config.max_num_batched_tokens)
@@ -54,13 +53,13 @@ class ModelRunner:
         self.model_state = DiffusionGemmaModelState(config)
         self.sampler = (DiffusionSampler(config, self.model, self.model_state, self.req_states)
                         if self.is_last_rank else None)
-        self.pp = PPHandler(group, self.observer, num_spec=config.num_speculative_tokens,
-                            hidden_size=config.hidden_size, mode=config.pp_mode)
+        self.pp = PPHandler(group, num_spec=config.num_speculative_tokens, hidden_size=config.hidden_size,
+                            mode=config.pp_mode, sync_fields=config.sync_fields)
         self.generator = torch.Generator().manual_seed(config.seed)   # this worker's "global" RNG
         self.kv_caches: dict[int, KVCache] = {}
         self._batch: InputBatch | None = None
         self._hidden: dict[int, torch.Tensor] = {}
-        self.observer.loaded(self, start, end)
+        self.sampler_output: SamplerOutput | None = None        # the last rank's sampler, this step
 
     # ---- request lifecycle -------------------------------------------------------------------------
     def _update_states(self, scheduler_output: SchedulerOutput) -> None:
@@ -101,7 +100,6 @@ class ModelRunner:
     @torch.no_grad()
     def execute_model(self, scheduler_output: SchedulerOutput,
                       intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
-        self.observer.step(scheduler_output.step, scheduler_output.warmup)
         self._update_states(scheduler_output)
         batch = self._batch = self._prepare_batch(scheduler_output)
         if not batch.req_ids:
@@ -110,12 +108,9 @@ class ModelRunner:
         embeds = ([self.model_state.prepare_inputs(self.model, ids, s, d)
                    for ids, s, d in zip(batch.input_ids, batch.slots, batch.is_decode)]
                   if self.is_first_rank else None)
-        self.observer.prepared(batch, causal)
         total = sum(batch.query_lens)
         if not self.is_first_rank:
-            self.observer.enter("recv")
             received = self.pp.recv_intermediate_tensors(self.intermediate_tensors, total, intermediate_tensors)
-        self.observer.enter("forward")
         outputs, offset = [], 0
         for i, slot in enumerate(batch.slots):
             kv, n = self.kv_caches[slot], batch.query_lens[i]
@@ -129,22 +124,17 @@ class ModelRunner:
                                  causal=causal[i])
             outputs.append(out)
             offset += n
-            self.req_states.num_computed_tokens[slot] += n      # optimistic; post_update rolls back
-        self.observer.forwarded(self.model.model.start_layer, self.model.model.end_layer, total)
         if self.is_last_rank:
             self._hidden = {i: h for i, h in enumerate(outputs) if batch.is_decode[i]}
             return None
-        self.observer.enter("send")
         return IntermediateTensors({k: torch.cat([o[k] for o in outputs], dim=1) for k in outputs[0].keys()})
 
     @torch.no_grad()
-    def _sample(self, batch):
-        """Last rank: logits -> the DiffusionSampler; the sample event (what each request emitted) is traced."""
-        self.observer.enter("sample")
+    def sample(self, batch) -> SamplerOutput:
+        """Last rank: logits -> the DiffusionSampler (kept as ``sampler_output`` for the step)."""
         logits = {i: self.model.compute_logits(h) for i, h in self._hidden.items()}
-        sampled, num_sampled, num_rejected, actions = self.sampler(batch, logits)
-        self.observer.sampled(batch, sampled, num_sampled, actions)
-        return sampled, num_sampled, num_rejected
+        self.sampler_output = SamplerOutput(*self.sampler(batch, logits))
+        return self.sampler_output
 
     def sample_tokens(self) -> ModelRunnerOutput:
         """Last rank: sample, broadcast the back-channel. Others: receive it. Every rank then runs
@@ -153,19 +143,15 @@ class ModelRunner:
         if batch is None or not batch.req_ids:
             return ModelRunnerOutput([], [], [], {})
         if self.is_last_rank:
-            sampled, num_sampled, num_rejected = self._sample(batch)
+            sampled, num_sampled, num_rejected, _ = self.sample(batch)
             if self.pp.enabled:
-                self.observer.enter("broadcast")
                 self.pp.broadcast(sampled, num_sampled, num_rejected, synced=self._synced_state(batch))
-            self._post_update(batch, sampled, num_sampled, num_rejected)
         else:
-            self.observer.enter("receive")
             got = self.pp.receive(len(batch.slots), like=self._synced_state(batch))
             sampled, (num_sampled, num_rejected) = got["sampled_token_ids"], got["num_sampled_num_rejected"]
             if self.config.pp_mode == "state-sync":
                 self._apply_synced_state(batch, got)
-            self._post_update(batch, sampled, num_sampled, num_rejected)
-            self.observer.received_back_channel(got)
+        self._post_update(batch, sampled, num_sampled, num_rejected, batch.query_lens)
         return ModelRunnerOutput(
             list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
             [int(n) for n in num_rejected],
@@ -189,10 +175,22 @@ class ModelRunner:
         """Every per-request state tensor this rank holds, slot-indexed, by field name."""
         return state_tensors(self.req_states, self.model_state.req_states)
 
-    def _post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected) -> None:
-        """num_computed_tokens -= num_rejected (denoise rolls back; KV truncated); append sampled."""
+    def state_view(self) -> dict:
+        """This rank's view of each request, as the recorder snapshots it: canvas ids, ``draft_tokens``,
+        ``is_encoder_phase``, the norm of ``self_conditioning_embeds``, ``step`` and ``num_computed_tokens``."""
+        st, rs = self.model_state.req_states, self.req_states
+        return {rid: {"canvas": st.canvas[s].tolist(), "draft_tokens": rs.draft_tokens[s].tolist(),
+                      "is_encoder_phase": bool(st.is_encoder_phase[s]),
+                      "self_conditioning_embeds": round(float(st.self_conditioning_embeds[s].norm()), 5),
+                      "step": int(st.step[s]), "num_computed_tokens": int(rs.num_computed_tokens[s])}
+                for rid, s in rs.req_id_to_slot.items()}
+
+    def _post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected, query_lens=None) -> None:
+        """vLLM's ``post_update``: num_computed_tokens += the scheduled tokens (``query_lens``; None when they were
+        already counted, optimistically) - num_rejected (denoise rolls back; KV truncated); append sampled."""
         for i, slot in enumerate(batch.slots):
-            n = int(self.req_states.num_computed_tokens[slot]) - int(num_rejected[i])
+            n = (int(self.req_states.num_computed_tokens[slot]) + (query_lens[i] if query_lens else 0)
+                 - int(num_rejected[i]))
             self.req_states.num_computed_tokens[slot] = n
             self.req_states.all_token_ids[slot] += sampled[i, :int(num_sampled[i])].tolist()
             self.kv_caches[slot].truncate(n)

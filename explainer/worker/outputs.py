@@ -1,11 +1,15 @@
-"""What crosses the engine/worker seam each step: the scheduler's ``SchedulerOutput`` (vLLM
-``v1/core/sched/output.py``) and the runner's ``ModelRunnerOutput`` (vLLM ``v1/outputs.py``). They live with the
-worker, which consumes and produces them; the engine above imports them.
+"""What one step is, as data: the scheduler's ``SchedulerOutput`` (vLLM ``v1/core/sched/output.py``), the
+``InputBatch`` a rank lays it out as (vLLM ``v1/worker/gpu/input_batch.py``), the sampler's ``SamplerOutput`` and
+the runner's ``ModelRunnerOutput`` (vLLM ``v1/outputs.py``). They live with the worker, which consumes and produces
+them; the engine above imports them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+import torch
 
 
 @dataclass
@@ -24,6 +28,30 @@ class SchedulerOutput:
     scheduled_spec_decode_tokens: dict[str, list[int]] = field(default_factory=dict)   # CL drafts
     finished_req_ids: list[str] = field(default_factory=list)
     warmup: bool = False
+
+
+@dataclass
+class InputBatch:
+    """The requests of one step as a rank lays them out: parallel lists in batch order."""
+    req_ids: list[str]
+    slots: list[int]
+    query_lens: list[int]
+    is_decode: list[bool]               # scheduled CL draft tokens (denoise or commit)
+    finishes_prefill: list[bool]
+    input_ids: list[torch.Tensor]       # [T_i] per request
+    positions: list[torch.Tensor]       # [T_i] per request
+
+
+@dataclass
+class SamplerOutput:
+    """What the last rank's ``DiffusionSampler`` returned for one step (vLLM: ``SamplerOutput``)."""
+    sampled_token_ids: Any                     # [num_reqs, CL] tensor (int32 as vLLM's buffer; int64 once cast)
+    num_sampled: Any                           # [num_reqs] int32
+    num_rejected: Any                          # [num_reqs] int32
+    actions: dict[str, str]                    # per request, what the sampler did (commit, denoise step k, ...)
+
+    def __iter__(self):
+        return iter((self.sampled_token_ids, self.num_sampled, self.num_rejected, self.actions))
 
 
 @dataclass

@@ -14,7 +14,7 @@ stage) and nobody waits for the back-channel inside a step:
 * a non-last rank's ``sample_tokens`` only *posts* the receive (vLLM: on a side stream). vLLM's then advances
   ``num_computed_tokens`` optimistically and returns a KV-connector-only output
   (``0.32.0 v1/worker/gpu/model_runner.py:2110-2127 ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)``).
-  The toy advances ``num_computed_tokens`` earlier, in ``execute_model`` after the forward, and returns ``None``;
+  The toy advances ``num_computed_tokens`` there too, and returns ``None``;
 * the posted receive sits in a FIFO pre-seeded with ``pp_size`` empty slots and is consumed ``pp_size``
   steps later, at the top of ``execute_model`` (``update_pp_decode_requests`` ->
   ``get_prev_sampled_outputs`` -> post_update: roll back ``num_computed_tokens``, append the sampled
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from explainer.worker.input_batch import InputBatch
+from explainer.worker.outputs import InputBatch
 from explainer.worker.pp_utils import PPHandler
 
 
@@ -79,8 +79,8 @@ class PendingRecv:
 class AsyncPPHandler(PPHandler):
     """The #42187 ``PPHandler``: back-channel deferred by ``pp_size`` steps through a FIFO."""
 
-    def __init__(self, group, observer, *, num_spec: int, hidden_size: int, mode: str, max_num_reqs: int):
-        super().__init__(group, observer, num_spec=num_spec, hidden_size=hidden_size, mode=mode)
+    def __init__(self, group, *, num_spec: int, hidden_size: int, mode: str, max_num_reqs: int):
+        super().__init__(group, num_spec=num_spec, hidden_size=hidden_size, mode=mode)
         # the back-channel's own group, so it never queues behind the stage-to-stage sends (vLLM 0.32.0)
         self.broadcast_group = group.make_sibling_device_group("pp_broadcast") if self.enabled else group
         # non-last ranks: one entry per in-flight step, pre-seeded with pp_size empty slots
@@ -88,6 +88,12 @@ class AsyncPPHandler(PPHandler):
             [None] * group.world_size)
         self.wire: deque[PendingRecv] = deque()        # posted, not yet delivered ("side stream")
         self.req_idx_gen = [0] * max_num_reqs
+
+    def broadcast_names(self) -> list[str]:
+        """``broadcast`` + ``broadcast_drafts``, in the order they are sent (``self_conditioning_embeds`` goes to
+        the first rank as a tensor dict)."""
+        return (list(super().broadcast_names()) + ["draft_tokens"] * (self.num_spec > 0)
+                + ["is_encoder_phase"] * (self.mode == "state-sync"))
 
     def on_req_idx_freed(self, slot: int) -> None:
         self.req_idx_gen[slot] += 1
@@ -98,7 +104,6 @@ class AsyncPPHandler(PPHandler):
         """``broadcast`` + ``broadcast_drafts``: returns False when the mask says skip (early return,
         *before* the int64 assert)."""
         if mask is None:
-            self.observer.broadcast_skipped()
             return False
         assert sampled_token_ids.dtype == torch.int64
         n, width = sampled_token_ids.shape
@@ -116,7 +121,6 @@ class AsyncPPHandler(PPHandler):
         if self.mode == "state-sync":
             to_first = {"self_conditioning_embeds": synced["self_conditioning_embeds"].contiguous()}
             self.group.send_tensor_dict(to_first, dst=0)
-        self.observer.broadcast_sent(f"{self.mode}, async", tensors, to_first, consumed_later=self.group.world_size)
         return True
 
     # ---- non-last ranks --------------------------------------------------------------------------

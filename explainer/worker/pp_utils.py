@@ -25,31 +25,35 @@ reads: ``draft_tokens`` [num_reqs, CL] int64 and ``is_encoder_phase`` [num_reqs]
 ``self_conditioning_embeds`` [num_reqs, CL, H] fp32 to the first rank. ``EngineConfig.sync_fields``
 picks any other subset of the per-request state fields (``vocab.REQUEST_STATE_FIELDS``; the workshop's
 ``sync-fields`` exercise): ``send_state``/``recv_state`` broadcast each chosen field, except those only the
-first rank reads, which go point to point to it. Every transfer is traced with its bytes (on the sender's event).
+first rank reads, which go point to point to it. ``broadcast_names`` is the payload's order, what a recorder of
+the group's broadcasts names them by.
 """
 
 from __future__ import annotations
 
 import torch
 
-from explainer.trace import Trace
-from explainer.trace.observer import RankObserver
 from explainer.vocab import FIRST_RANK_ONLY_FIELDS
 
+BACK_CHANNEL = ("sampled_token_ids", "num_sampled_num_rejected")
 
 
 class PPHandler:
-    def __init__(self, group, observer, *, num_spec: int, hidden_size: int, mode: str):
-        """``observer``: the rank's ``RankObserver`` (a bare ``Trace`` is given one, as a notebook does)."""
-        if isinstance(observer, Trace):
-            observer = RankObserver(observer, group.rank_in_group, world_size=group.world_size)
-        self.group, self.observer, self.mode = group, observer, mode
+    def __init__(self, group, *, num_spec: int, hidden_size: int, mode: str, sync_fields: tuple[str, ...] = ()):
+        """``sync_fields``: what mode ``state-sync`` sends besides the ids and counts (``EngineConfig.sync_fields``)."""
+        self.group, self.mode = group, mode
+        self.sync_fields = tuple(sync_fields) if mode == "state-sync" else ()
         self.num_spec, self.hidden_size = num_spec, hidden_size
         self.rank, self.last = group.rank_in_group, group.world_size - 1
 
     @property
     def enabled(self) -> bool:
         return self.group.world_size > 1
+
+    def broadcast_names(self) -> list[str]:
+        """The back-channel's broadcasts, in the order they are sent (what goes to the first rank only is a
+        tensor dict: its keys name it)."""
+        return list(BACK_CHANNEL) + [n for n in self.sync_fields if n not in FIRST_RANK_ONLY_FIELDS]
 
     # ---- forward path (the ``Worker`` receives and sends; the runner copies into its buffer) ---------
     def recv_intermediate_tensors(self, buffer, num_tokens: int, intermediate_tensors) -> dict[str, torch.Tensor]:
@@ -59,7 +63,6 @@ class PPHandler:
         for name, tensor in intermediate_tensors.tensors.items():
             buffer[name][:, :num_tokens].copy_(tensor)
             out[name] = buffer[name][:, :num_tokens]
-        self.observer.received_stage(num_tokens)
         return out
 
     # ---- back-channel ------------------------------------------------------------------------
@@ -71,11 +74,10 @@ class PPHandler:
         padded = torch.zeros(n, self.num_spec + 1, dtype=torch.int64)     # pad to max_sample_len
         padded[:, :width] = sampled_token_ids
         counts = torch.stack([num_sampled, num_rejected]).to(torch.int32)
-        tensors = {"sampled_token_ids": padded, "num_sampled_num_rejected": counts}
-        for tensor in tensors.values():
+        for tensor in (padded, counts):                        # BACK_CHANNEL
             self.group.broadcast(tensor, src=self.last)
-        to_first = self.send_state(synced, tensors) if synced else {}
-        self.observer.broadcast_sent(self.mode, tensors, to_first)
+        if synced:
+            self.send_state(synced)
 
     def receive(self, num_reqs: int, like: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Non-last rank: pre-allocate, then take the last rank's back-channel tensors. ``like``: this rank's
@@ -89,9 +91,8 @@ class PPHandler:
         return out
 
     # ---- state sync (#52015): any subset of the per-request state fields ------------------------------
-    def send_state(self, synced: dict[str, torch.Tensor], broadcast: dict) -> dict[str, torch.Tensor]:
-        """Last rank: broadcast each field in order (added to ``broadcast``); the fields only the first rank
-        reads go to it as one dict, which is returned."""
+    def send_state(self, synced: dict[str, torch.Tensor]) -> None:
+        """Last rank: broadcast each field in order; the fields only the first rank reads go to it as one dict."""
         to_first = {}
         for name, tensor in synced.items():
             tensor = tensor.contiguous()
@@ -99,10 +100,8 @@ class PPHandler:
                 to_first[name] = tensor
                 continue
             self.group.broadcast(tensor, src=self.last)
-            broadcast[name] = tensor
         if to_first:
             self.group.send_tensor_dict(to_first, dst=0)
-        return to_first
 
     def recv_state(self, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Non-last rank: the mirror of ``send_state`` (the first rank also takes the point-to-point dict)."""

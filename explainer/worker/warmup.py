@@ -24,7 +24,6 @@ has no KV blocks or structured outputs. The toy's runner, unlike vLLM's, keeps i
 
 from __future__ import annotations
 
-from explainer.trace.observer import WarmupObserver
 from explainer.worker.outputs import NewRequestData, SchedulerOutput
 
 WARMUP_DECODE_STEPS = 5
@@ -38,13 +37,16 @@ def warmup_prompt(config) -> list[int]:
     return [i % config.vocab_size for i in range(n)]
 
 
-def warmup_kernels(executor, config, num_reqs: int = WARMUP_NUM_REQS) -> None:
-    observer, CL = WarmupObserver(executor.trace), config.canvas_length
+def warmup_requests(config, num_reqs: int = WARMUP_NUM_REQS) -> tuple[list[str], list[int]]:
+    """(the fake requests' ids, their prompt): as many as vLLM's budget cap lets in, at most ``num_reqs``."""
     prompt = warmup_prompt(config)
-    fit = config.max_num_batched_tokens // max(len(prompt), CL)           # vLLM's budget cap
-    req_ids = [f"_warmup_{i}_" for i in range(max(1, min(num_reqs, config.max_num_seqs, fit)))]
-    observer.started(len(req_ids), len(prompt), WARMUP_DECODE_STEPS, CL)
-    step = 1
+    fit = config.max_num_batched_tokens // max(len(prompt), config.canvas_length)     # vLLM's budget cap
+    return [f"_warmup_{i}_" for i in range(max(1, min(num_reqs, config.max_num_seqs, fit)))], prompt
+
+
+def warmup_kernels(executor, config, num_reqs: int = WARMUP_NUM_REQS) -> None:
+    req_ids, prompt = warmup_requests(config, num_reqs)
+    CL, step = config.canvas_length, 1
     executor.execute_model(SchedulerOutput(
         step, [NewRequestData(r, list(prompt), seed=i) for i, r in enumerate(req_ids)],
         {r: len(prompt) for r in req_ids}, warmup=True))
@@ -53,4 +55,3 @@ def warmup_kernels(executor, config, num_reqs: int = WARMUP_NUM_REQS) -> None:
         executor.execute_model(SchedulerOutput(step, [], {r: CL for r in req_ids}, {r: [0] * CL for r in req_ids},
                                                warmup=True))
     executor.execute_model(SchedulerOutput(step + 1, finished_req_ids=req_ids, warmup=True))
-    observer.done(req_ids)

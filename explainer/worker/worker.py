@@ -49,16 +49,12 @@ class Worker:
     """One PP rank: its ``model_runner`` and the stage-to-stage transfers (``runner_cls``: the sync or async
     schedule's runner)."""
 
-    def __init__(self, config, group, trace, runner_cls):
+    def __init__(self, config, group, runner_cls):
         self.group = group
-        self.model_runner = runner_cls(config, group, trace)
+        self.model_runner = runner_cls(config, group)
         self.blocking = config.pp_transfer == "blocking"     # 0c175ae's form: every transfer waited at once
         self.rank, self.is_first_rank, self.is_last_rank = group.rank_in_group, group.is_first_rank, group.is_last_rank
         self._pp_send_work: list = []
-
-    @property
-    def phase(self) -> str:
-        return self.model_runner.observer.phase       # where a failure happened (the executor reports it)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> None:
         for handle in self._pp_send_work:
@@ -78,7 +74,6 @@ class Worker:
                 for handle in self._pp_send_work:
                     handle.wait()
                 self._pp_send_work = []
-            self.model_runner.observer.sent_stage(output.tensors)
 
     def sample_tokens(self) -> ModelRunnerOutput | None:
         return self.model_runner.sample_tokens()

@@ -90,7 +90,6 @@ class _CPUSHMDistributed:
         cfg, group = communicator.config, communicator.device_group
         ranks = communicator.ranks
         # vLLM also all-reduces torch.get_num_threads() (MIN) for its per-thread buffers; one thread here.
-        phases.enter("shm-setup")                        # create, exchange names, join, barrier
         self.channel = setup_bounded("shm-setup", cfg.timeout, shm.ShmGroup,
             self.group_name, communicator.rank_in_group, communicator.world_size,
             exchange=lambda name: _all_gather_str(name, group),
@@ -127,9 +126,11 @@ class _CPUSHMDistributed:
 _TORCH_COMM_FAILURE = re.compile(r"gloo|[Tt]imed out|[Tt]imeout|Connection|[Cc]losed|reset by peer|[Ss]ocket|[Ss]tore")
 
 
-def setup_bounded(phase: str, secs: float, fn, *args, **kwargs):
-    """One set-up step under the comm timeout: torch's timeout or a peer's disappearance becomes our
-    ``PeerTimeoutError`` naming this rank and the phase (the launcher adds which peer failed)."""
+def setup_bounded(phase: str, secs: float, fn, *args, at: str = "", **kwargs):
+    """One set-up step under the comm timeout, and the rank's phase from now on (``phases.enter``): torch's timeout
+    or a peer's disappearance becomes our ``PeerTimeoutError`` naming this rank and the phase (``at``: where,
+    e.g. the rendezvous address; the launcher adds which peer failed)."""
+    phases.enter(phase)
     try:
         return fn(*args, **kwargs)
     except (RuntimeError, TimeoutError, ConnectionError) as exc:
@@ -137,7 +138,8 @@ def setup_bounded(phase: str, secs: float, fn, *args, **kwargs):
         if isinstance(exc, (shm.ShmPayloadError, shm.ShmCapacityError, PeerTimeoutError)) or not (
                 type(exc).__module__.startswith("torch") or _TORCH_COMM_FAILURE.search(str(exc))):
             raise                                         # e.g. "open shm in SHMManager failed" is the story
-        raise PeerTimeoutError(f"rank {os.environ.get('RANK', '?')} (pid {os.getpid()}) in phase {phase}: a peer "
+        raise PeerTimeoutError(f"rank {os.environ.get('RANK', '?')} (pid {os.getpid()}) in phase {phase}"
+                               f"{' at ' + at if at else ''}: a peer "
                                f"did not complete it within the comm timeout {secs:g}s or left "
                                f"({type(exc).__name__}: {text})") from exc
 
@@ -201,7 +203,6 @@ class CpuCommunicator:
         """Collective: safe because conditions a-c are equal on every rank of the group."""
         self.decision.group_name = local = _CPUSHMDistributed.make_group_name(self)
         # vLLM: all_gather_object (pickle); here the same gather as length-prefixed bytes, never unpickled
-        phases.enter("name-agreement")
         names = setup_bounded("name-agreement", self.config.timeout, _all_gather_str, local, self.device_group)
         self.decision.names_seen = list(names)
         return len(set(names)) == 1
