@@ -20,7 +20,7 @@ PYTEST_FLAGS ?=
 abs = $(if $(filter /%,$(1)),$(1),$(CURDIR)/$(1))
 NBVAL := -m pytest -p no:cacheprovider -p explainer_nbval --nbval --nbval-sanitize-with tests/nbval/sanitize.cfg
 
-.PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint vllm wheelhouse
+.PHONY: lab test setup-lab setup-test setup-lab-venv doctor bench notebooks clean docs lint vllm wheelhouse hub hub-for-test
 WHEELHOUSE ?=
 KIT_SHA256 ?=
 OLDEST_PYTHON ?=
@@ -50,8 +50,9 @@ test:
 	@$(TIMED) "set-up: lab venv from the kit" $(MAKE) --no-print-directory setup-lab-venv
 	@$(TIMED) "lint" $(MAKE) --no-print-directory lint
 	$(if $(VLLM_FOR_TEST),@$(TIMED) "set-up: vLLM venv" $(MAKE) --no-print-directory vllm)
+	$(if $(HUB_FOR_TEST),@$(TIMED) "set-up: hub from the kit" $(MAKE) --no-print-directory hub-for-test)
 	@$(TIMED) "pytest" env EXPLAINER_LAB_VENV="$(call abs,$(LAB_VENV))" EXPLAINER_VLLM_VENV="$(call abs,$(VLLM_VENV))" \
-	  EXPLAINER_TEST_WHEELHOUSE="$(call abs,$(TEST_WHEELHOUSE))" \
+	  EXPLAINER_TEST_WHEELHOUSE="$(call abs,$(TEST_WHEELHOUSE))" EXPLAINER_HUB_PREFIX="$(HUB_PREFIX)" \
 	  $(PY) -m pytest -p no:cacheprovider --durations=15 --durations-min=10 $(PYTEST_FLAGS) tests
 	@$(TIMED) "nbval: test venv" env PYTHONPATH=tests/nbval $(PY) $(NBVAL) --durations=5 --nbval-current-env notebooks
 	@$(TIMED) "nbval: lab venv, no network" scripts/no-network.sh env PYTHONPATH=tests/nbval \
@@ -87,6 +88,22 @@ wheelhouse:
 # pins; the newest release's wheel (NEWEST, read only) is fetched into the user's cache folder once.
 vllm:
 	VLLM_VENV=$(VLLM_VENV) scripts/setup-vllm.sh
+
+# The room on one machine (optional, as root, Linux): a JupyterHub whose learners sign in with their name and the room
+# code. `make hub [WHEELHOUSE=DIR]` builds $(HUB_PREFIX)/venv as `make lab` builds .venv (from Debian's Python, which
+# the learners' accounts can run), configurable-http-proxy from npm and the notebooks each learner starts with;
+# then `python -m explainer hub serve`. See scripts/setup-hub.sh and docs/instructor-guide.md.
+HUB_PREFIX ?= /opt/explainer-hub
+hub:
+	HUB_PREFIX="$(HUB_PREFIX)" WHEELHOUSE="$(WHEELHOUSE)" scripts/setup-hub.sh
+
+# `make test` (as root on Linux) sets the hub up from the same kit as $(LAB_VENV), with no network, starting from
+# the packages $(LAB_VENV) installed (scripts/setup-hub.sh: share), and tests/test_hub.py runs one hub on
+# loopback; elsewhere those tests skip.
+HUB_FOR_TEST := $(if $(and $(filter Linux,$(shell uname -s)),$(filter 0,$(shell id -u))),hub-for-test,)
+hub-for-test: setup-lab-venv
+	scripts/no-network.sh env HUB_PREFIX="$(HUB_PREFIX)" WHEELHOUSE=$(TEST_WHEELHOUSE) SHARE_FROM=$(LAB_VENV) \
+	  scripts/setup-hub.sh
 
 # One row per requirement (✓, ✗ with its fix, – not available on this platform), then the one command to run
 # next; exit 0 only when every required row passes. Before set-up (no $(VENV) yet) $(PYTHON) runs it from this

@@ -18,6 +18,8 @@
 #   default 120), EXPLAINER_ALLOW_CUDA_TORCH=1 (accept pip's CUDA build of torch when no CPU wheel is found),
 #   WHEELHOUSE=DIR (lab only: install from that room kit, with no network), KIT_SHA256=HEX (the digest of the kit's
 #   manifest.json that the instructor published; set-up refuses a kit whose manifest differs).
+#   For the hub (scripts/setup-hub.sh): EXTRAS=hub adds that extra, and PACKAGE=copy installs a copy of the package
+#   (not a link to this checkout, which the learners' accounts may not be able to read).
 # Runs on bash 3.2 (macOS) as well: no empty-array expansions under set -u.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,9 @@ VENV=${VENV:-.venv}
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-120}
 WHEELHOUSE=${WHEELHOUSE:-}
 KIT_SHA256=${KIT_SHA256:-}
+EXTRAS=${EXTRAS:-}
+PACKAGE=${PACKAGE:-editable}
+case $PACKAGE in editable|copy) ;; *) echo "setup: PACKAGE=$PACKAGE: accepted editable, copy" >&2; exit 2 ;; esac
 T0=$SECONDS
 LOG=$(mktemp "${TMPDIR:-/tmp}/explainer-setup.XXXXXX")
 CHILD=""
@@ -139,7 +144,11 @@ EOF
   rm -f "$LOG.json"
 }
 
-stamp=$VENV/.explainer-$want-$(cat pyproject.toml scripts/setup.sh | cksum | cut -d" " -f1)
+# a copy of the package is installed again whenever one of its files changes
+stamped=(pyproject.toml scripts/setup.sh)
+if [ "$PACKAGE" = copy ]; then stamped+=(explainer); fi
+stamp=$VENV/.explainer-$want-$( (echo "$EXTRAS $PACKAGE"; find "${stamped[@]}" -type f ! -name '*.pyc' -print0 | sort -z \
+  | xargs -0 cat) | cksum | cut -d" " -f1)
 
 # --- wheelhouse: a room kit (make wheelhouse), and pip sees nothing else -----------------------------
 if [ -n "$WHEELHOUSE" ] && [ -f "$stamp" ]; then
@@ -225,8 +234,19 @@ print("cuda" if any(r.startswith("nvidia-") for r in d.requires or []) else "cpu
   # --- pip: the package and what the notebooks (and tests) need -----------------------------------
   phase pip
   if [ "$want" = test ]; then extras="test,hf,notebooks,docs,lint"; else extras="notebooks,hf"; fi
-  say "[pip] installing explainer[$extras] into $VENV"
-  run_logged "${pip[@]}" -e ".[$extras]" || explain_failure "pip install -e .[$extras]"
+  extras=$extras${EXTRAS:+,$EXTRAS}
+  if [ "$PACKAGE" = copy ]; then   # built from a clean copy of the tree (no build/ or egg-info left in the checkout)
+    TMPD=$(mktemp -d)
+    cp -r explainer pyproject.toml README.md LICENSE "$TMPD/"
+    find "$TMPD" -name __pycache__ -prune -exec rm -rf {} +
+    say "[pip] installing a copy of explainer[$extras] into $VENV"
+    run_logged "${pip[@]}" --force-reinstall --no-deps "$TMPD" || explain_failure "pip install (a copy of) explainer"
+    run_logged "${pip[@]}" "$TMPD[$extras]" || explain_failure "pip install (a copy of) explainer[$extras]"
+    rm -rf "$TMPD"; TMPD=""
+  else
+    say "[pip] installing explainer[$extras] into $VENV"
+    run_logged "${pip[@]}" -e ".[$extras]" || explain_failure "pip install -e .[$extras]"
+  fi
   done_phase "explainer[$extras] installed"
 
   phase kernel

@@ -47,6 +47,9 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"
 EXTRAS = "notebooks,hf"                 # scripts/setup.sh lab
+HUB_EXTRAS = "hub"                      # make hub (scripts/setup-hub.sh) installs these too, from the same kit
+PROXY = "configurable-http-proxy@5.3.0"  # the hub's proxy (npm): its installed tree, one tarball
+PROXY_KIT = "configurable-http-proxy-5.3.0-node_modules.tgz"
 BUILD = ["setuptools>=61"]              # pyproject.toml's build-system: builds the editable install offline
 MANIFEST = "manifest.json"
 FORMAT = 2                              # 2: the oldest patch release, each wheel's Requires-Python
@@ -140,6 +143,12 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def project_of(name: str) -> str:
+    """A wheel's or a source archive's project (normalized), from its file name."""
+    stem = name.split("-")[0] if name.endswith(".whl") else name.rsplit("-", 1)[0]
+    return stem.lower().replace("_", "-").replace(".", "-")
+
+
 def wheel_tags(name: str) -> dict:
     """A wheel file name's parts (PEP 427): name-version[-build]-python-abi-platform.whl."""
     parts = name[:-len(".whl")].split("-")
@@ -227,6 +236,9 @@ def collect(out: Path, oldest: tuple[int, int, int] | None = None) -> dict:
         run([*pip, "download", "--progress-bar", "off", "--only-binary=:all:", "--python-version", want["oldest"],
              "-d", str(dl), TORCH, f"{own}[{EXTRAS}]", *BUILD],
             f"resolved and downloaded what make lab installs, as wheels for Python {want['oldest']} and newer", log)
+        lab = {project_of(p.name) for p in dl.iterdir()}
+        run([*pip, "download", "--progress-bar", "off", "--only-binary=:all:", "--python-version", want["oldest"],
+             "-d", str(dl), TORCH, f"{own}[{EXTRAS},{HUB_EXTRAS}]"], "and what make hub adds", log)
         names = sorted(wheel.name for wheel in dl.iterdir())
         first, last = parse_oldest(want["oldest"]), this_release()
         for name in names:
@@ -237,14 +249,29 @@ def collect(out: Path, oldest: tuple[int, int, int] | None = None) -> dict:
                                f"{release_text((*first[:2], refused[0]))}, which this kit would claim")
         for old in previous_files(out):            # a fresh collection replaces the old one (its files only)
             (out / old).unlink(missing_ok=True)
+        hub_proxy(dl, work, log)
+        names = sorted(wheel.name for wheel in dl.iterdir())
+        hub_only = {name for name in names if project_of(name) not in lab | {"explainer"}}
         for name in names:
             shutil.move(str(dl / name), out / name)
     src = source_archive(out, log=Path(os.devnull))
-    manifest = write_manifest(out, names, src, want)
+    manifest = write_manifest(out, names, src, want, hub_only)
     print(f"wheelhouse: {out}: {len(manifest['files'])} files, {manifest['total_bytes'] / 1e6:.0f} MB, for "
           f"{describe(manifest['target'])}, in {time.monotonic() - t0:.0f} s")
     publish_lines(out)
     return manifest
+
+
+def hub_proxy(dl: Path, work: Path, log: Path) -> None:
+    """The hub's proxy for `make hub WHEELHOUSE=DIR`: npm installs it once here, its tree goes in as one tarball
+    (pure JavaScript: any machine with node runs it). Without npm the kit has none, and says so."""
+    if shutil.which("npm") is None:
+        print(f"wheelhouse: no npm here: the kit holds no {PROXY} (make hub from it will ask for the network)")
+        return
+    run(["npm", "install", "--prefix", str(work / "proxy"), "--no-fund", "--no-audit", "--loglevel=error", PROXY],
+        f"npm installed {PROXY} (the hub's proxy)", log)
+    run(["tar", "czf", str(dl / PROXY_KIT), "-C", str(work / "proxy"), "node_modules"], f"packed it as {PROXY_KIT}",
+        log)
 
 
 def previous_files(out: Path) -> list[str]:
@@ -290,19 +317,24 @@ def describe(t: dict) -> str:
     return f"{t['implementation']} {pythons} on {t['system']} {t['machine']} ({t['platform']})"
 
 
-def write_manifest(out: Path, wheels: list[str], src: str | None, here: dict | None = None) -> dict:
+def write_manifest(out: Path, wheels: list[str], src: str | None, here: dict | None = None,
+                   hub_only: set[str] = frozenset()) -> dict:
     here = here or target()
     files = []
     for path in [out / name for name in wheels + ([src] if src else [])]:
         entry = {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256(path)}
+        if path.name in hub_only:
+            entry["for"] = "hub"                 # make hub only: make lab never installs it
         if path.suffix == ".whl":
             entry.update(project=path.name.split("-")[0].lower().replace("_", "-"), version=path.name.split("-")[1],
                          requires_python=requires_python(path), **wheel_tags(path.name))
         files.append(entry)
+    lab_files = [f for f in files if f.get("for") != "hub"]          # what a learner's laptop installs
     manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "requirements_key": requirements_key(), "target": here,
-                "covers": covers(files, here), "needs_glibc": needs_glibc(files),
-                "installs": f"{TORCH} -e .[{EXTRAS}] (make lab), built with {', '.join(BUILD)}",
+                "covers": covers(lab_files, here), "needs_glibc": needs_glibc(lab_files),
+                "installs": f"{TORCH} -e .[{EXTRAS}] (make lab), built with {', '.join(BUILD)}; make hub: .[{HUB_EXTRAS}] "
+                            f"and {PROXY} too",
                 "source_archive": src, "total_bytes": sum(f["bytes"] for f in files), "files": files}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     (out / "README.txt").write_text(readme(out, manifest))

@@ -54,6 +54,9 @@ FUNCTION_LEVEL = {
     ("explainer.commands.version", "torch"): "as above",
     ("explainer.commands.room", "explainer.room.board"): "tornado is the room extra (explainer[room]), needed on "
                                                          "the instructor's machine only",
+    ("explainer.commands.hub", "explainer.hub"): "the hub's board service: JupyterHub and tornado, "
+                                                           "in the hub's venv only (make hub)",
+    ("explainer.commands.hub", "explainer.room.board"): "as above (tornado)",
     ("explainer.doctor.check", "torch"): "the doctor runs on a bare Python (minute 0): a missing or broken torch "
                                          "is a row, and the rows that need torch say 'not checked yet'",
     ("explainer.doctor.installed", "torch"): "as above",

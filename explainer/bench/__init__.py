@@ -1,7 +1,9 @@
 """Benchmarks measured side by side in one run and printed as ratios (each row names its goal; README lists them).
 
-One module per area (``sampler``, ``comm``, ``startup``, ``widgets``, ``workshop``, ``room``), each exposing
-``run(quick: bool = False) -> list[Row]``. ``python -m explainer bench`` runs every present module.
+One module per area (``sampler``, ``comm``, ``startup``, ``widgets``, ``workshop``, ``room``, ``hub``), each exposing
+``run(quick: bool = False) -> list[Row]`` (``hub`` also takes ``learners``: ``--learners N``). ``python -m explainer
+bench`` runs every present module but the ``OPT_IN`` ones: ``hub`` runs only when named (``--only hub``: as root
+after ``make hub``; it starts a hub and N learners' servers).
 """
 
 from __future__ import annotations
@@ -24,4 +26,5 @@ class Row:
         return asdict(self)
 
 
-AREAS = ("sampler", "comm", "startup", "widgets", "workshop", "room")
+AREAS = ("sampler", "comm", "startup", "widgets", "workshop", "room", "hub")
+OPT_IN = ("hub",)

@@ -1,11 +1,12 @@
-"""``python -m explainer bench [--json] [--quick] [--only AREA] [--loaded [N]]``: performance goals as ratios."""
+"""``python -m explainer bench [--json] [--quick] [--only AREA] [--loaded [N]] [--learners N]``: performance goals
+as ratios (``--learners``: how many learners ``--only hub`` signs in)."""
 
 import contextlib
 import importlib
 import json
 import sys
 
-from explainer.bench import AREAS
+from explainer.bench import AREAS, OPT_IN
 from explainer.bench.load import MAX_PROCS, busy_load, default_procs
 from explainer.errors import UsageError
 
@@ -18,21 +19,25 @@ def configure(parser):
     parser.add_argument("--only", action="append", default=None, help=f"one of {', '.join(AREAS)}; repeatable")
     parser.add_argument("--loaded", nargs="?", type=int, const=default_procs(), default=None, metavar="N",
                         help=f"run N busy-loop processes meanwhile (default: one per cpu; 1..{MAX_PROCS})")
+    parser.add_argument("--learners", type=int, default=5, metavar="N",
+                        help="hub: learners signed in at once (default 5; 1..200)")
 
 
 def run(args):
-    areas = args.only or list(AREAS)
+    areas = args.only or [a for a in AREAS if a not in OPT_IN]
     for a in areas:
         if a not in AREAS:
             raise UsageError(f"unknown bench area {a!r}; accepted: {', '.join(AREAS)}")
+    if not 1 <= args.learners <= 200:
+        raise UsageError(f"--learners {args.learners}: accepted 1..200")
     if args.loaded is not None and not 1 <= args.loaded <= MAX_PROCS:
         raise UsageError(f"--loaded {args.loaded}: accepted 1..{MAX_PROCS} busy-loop processes")
     with busy_load(args.loaded) if args.loaded else contextlib.nullcontext():
-        rows = _measure(areas, args.quick)
+        rows = _measure(areas, args.quick, args.learners)
     return _print(rows, args.json)
 
 
-def _measure(areas: list[str], quick: bool) -> list:
+def _measure(areas: list[str], quick: bool, learners: int) -> list:
     rows = []
     for area in areas:
         try:
@@ -42,7 +47,7 @@ def _measure(areas: list[str], quick: bool) -> list:
                 continue
             raise
         print(f"bench: measuring {area} ...", file=sys.stderr, flush=True)      # progress: runs take seconds
-        rows.extend(module.run(quick=quick))
+        rows.extend(module.run(quick=quick, learners=learners) if area == "hub" else module.run(quick=quick))
     return rows
 
 

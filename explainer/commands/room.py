@@ -62,14 +62,14 @@ def configure(parser):
                         help="new seats one client address may claim (default 3; the board's own machine: any)")
 
 
-def _address(listen: str) -> str:
+def listen_address(listen: str) -> str:
     try:
         return str(ipaddress.ip_address(listen))
     except ValueError:
         raise UsageError(f"--listen {listen!r}: expected an IP address such as 127.0.0.1 or 0.0.0.0") from None
 
 
-def _lan_address() -> str:
+def lan_address() -> str:
     """This machine's address on its LAN (a UDP socket's source address; nothing is sent)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:
@@ -82,7 +82,7 @@ def _lan_address() -> str:
 def announce(listen: str):
     def on_ready(port: int, token: str) -> None:
         loopback = ipaddress.ip_address(listen).is_loopback
-        host = listen if loopback or not ipaddress.ip_address(listen).is_unspecified else _lan_address()
+        host = listen if loopback or not ipaddress.ip_address(listen).is_unspecified else lan_address()
         host = f"[{host}]" if ":" in host else host
         url = f"http://{host}:{port}/?token={token}"
         if not loopback:
@@ -141,7 +141,7 @@ def run(args) -> int:
         raise UsageError(f"unknown action {args.action!r}; accepted: serve, join, status")
     port = parse_int("--port", args.port, 0, 65535)
     seats = parse_int("--seats-per-client", args.seats_per_client, 1, 500)
-    listen = _address(args.listen)
+    listen = listen_address(args.listen)
     db = os.path.abspath(args.db) if args.db else default_db()
     if not args.db:
         os.makedirs(os.path.dirname(db), mode=0o700, exist_ok=True)

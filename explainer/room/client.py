@@ -10,6 +10,11 @@ failure, seat, time, seat_key} to ``POST /api/report?token=T``: never the learne
 ``EXPLAINER_ROOM`` and ``EXPLAINER_SEAT`` override the file. Without a joined seat the name is ``user@host``
 plus a random suffix made once per user, so identical lab machines still show as different seats.
 
+On the room's JupyterHub (``hub serve``) nobody joins: the learner's server has ``EXPLAINER_ROOM`` (the board, a
+hub service, at ``http://HOST:P/services/board/``, no token in it), ``EXPLAINER_SEAT`` (the learner's hub name)
+and ``JUPYTERHUB_API_TOKEN`` (the server's own token, from the hub); a report then carries that token
+(``Authorization: token ...``) and the board asks the hub whose it is.
+
 The standard library only (``urllib``): no torch, nothing of the package. The post runs in a daemon thread
 bounded by ``TIMEOUT`` seconds in all; the caller either goes on at once (a notebook) or waits at most
 ``TIMEOUT`` (the command line). A failed post is recorded in ``LAST`` and, when waited for, one line on
@@ -36,7 +41,7 @@ try:                                                      # POSIX; on Windows th
 except ImportError:                                       # pragma: no cover
     fcntl = None
 
-ENV_ROOM, ENV_SEAT = "EXPLAINER_ROOM", "EXPLAINER_SEAT"
+ENV_ROOM, ENV_SEAT, ENV_HUB_TOKEN = "EXPLAINER_ROOM", "EXPLAINER_SEAT", "JUPYTERHUB_API_TOKEN"
 TIMEOUT = 1.5                 # seconds, the whole post (connect, send, answer)
 MAX_SEAT, MAX_FAILURE, MAX_KEY = 64, 120, 64
 FIELDS = ("exercise", "passed", "failure", "seat", "time", "seat_key")
@@ -141,13 +146,22 @@ def keep_key(room_url: str, seat: str, key: str) -> None:
 
 
 def api_url(room_url: str, route: str) -> str:
-    """``http://HOST:P/?token=T`` (the board's URL) -> ``http://HOST:P/api/ROUTE?token=T``."""
+    """``http://HOST:P/?token=T`` (the board's URL) -> ``http://HOST:P/api/ROUTE?token=T``; a hub's board
+    ``http://HOST:P/services/board/`` -> ``http://HOST:P/services/board/api/ROUTE``."""
     parts = urllib.parse.urlsplit(room_url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"room {room_url!r}: expected the board's URL, http://HOST:PORT/?token=T")
     token = urllib.parse.parse_qs(parts.query).get("token", [""])[0]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"/api/{route}",
-                                    urllib.parse.urlencode({"token": token}), ""))
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"{parts.path.rstrip('/')}/api/{route}",
+                                    urllib.parse.urlencode({"token": token}) if token else "", ""))
+
+
+def hub_headers(room_url: str) -> dict:
+    """On the room's JupyterHub (a room URL without a token, and the server's token in the environment): the
+    header that tells the board who reports; else none."""
+    token = os.environ.get(ENV_HUB_TOKEN, "")
+    has_room_token = "token" in urllib.parse.parse_qs(urllib.parse.urlsplit(room_url.strip()).query)
+    return {"Authorization": f"token {token}"} if token and not has_room_token else {}
 
 
 def report_url(room_url: str) -> str:
@@ -162,10 +176,11 @@ def payload(exercise: str, passed: bool, failure: str | None, seat: str | None =
             "seat": seat_name(seat), "time": round(time.time(), 3), "seat_key": key}
 
 
-def post(url: str, body: dict, timeout: float = TIMEOUT) -> dict:
+def post(url: str, body: dict, timeout: float = TIMEOUT, headers: dict | None = None) -> dict:
     """POST ``body`` as JSON; returns {"status": code, "answer": ...} or {"error": "..."}; never raises."""
     data = json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             answer = resp.read(4096)
@@ -219,8 +234,10 @@ def report_verdict(exercise: str, passed: bool, failure: str | None, seat: str |
     name = seat_name(seat)
     body = payload(exercise, passed, failure, name, seat_key(room_url, name))
 
+    headers = hub_headers(room_url)
+
     def send():
-        LAST.update(_claimed(room_url, name, post(url, body)))
+        LAST.update(_claimed(room_url, name, post(url, body, headers=headers)))
 
     LAST.clear()
     thread = threading.Thread(target=send, name="explainer-room-report", daemon=True)

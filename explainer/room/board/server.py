@@ -38,11 +38,33 @@ MAX_LISTENERS = 50        # open boards (the projector, a few laptops); beyond i
 MAX_SERVER_BODY = 65536   # tornado refuses a larger Content-Length itself (400); a route takes intake.MAX_BODY
 
 
-class Room:
-    """The server's state: the store, the rate limit, the open event streams, the log."""
+class RoomToken:
+    """Who may use the board on a laptop: whoever has the room token (``?token=T`` or ``Bearer T``); a report's
+    seat is the one it names (its seat key proves it). A hub's board uses ``explainer.hub.board_auth`` instead."""
 
-    def __init__(self, db: str, rate: float | None = intake.RATE, seats_per_client: int = SEATS_PER_CLIENT):
+    def __init__(self, token: str):
+        self.token = token
+
+    async def admit(self, handler) -> str | None:
+        """None when the request may go on (its seat: the body's), else the handler has refused it."""
+        token = handler.get_query_argument("token", None)
+        auth = handler.request.headers.get("Authorization", "")
+        if token is None and auth.startswith("Bearer "):
+            token = auth[len("Bearer "):]
+        if not token:
+            handler.refuse(401, "this room needs its token: open the URL `room serve` printed (?token=...)")
+        elif not hmac.compare_digest(token.encode(), self.token.encode()):
+            handler.refuse(403, "wrong room token")
+        return None
+
+
+class Room:
+    """The server's state: the store, the rate limit, the open event streams, the log, who may come in."""
+
+    def __init__(self, db: str, rate: float | None = intake.RATE, seats_per_client: int = SEATS_PER_CLIENT,
+                 auth=None):
         self.store = Store(db, list(EXERCISES), seats_per_client)
+        self.auth = auth or RoomToken(self.store.token)
         self.limit = intake.RateLimit(rate)
         self.log = guard.OneLine(self.store.token)
         self.listeners: set[Events] = set()
@@ -84,16 +106,11 @@ class Base(tornado.web.RequestHandler):
     def initialize(self, room: Room):
         self.room, self.body = room, bytearray()
 
-    def prepare(self):
-        token = self.get_query_argument("token", None)
-        auth = self.request.headers.get("Authorization", "")
-        if token is None and auth.startswith("Bearer "):
-            token = auth[len("Bearer "):]
-        if not token:
-            self.refuse(401, "this room needs its token: open the URL `room serve` printed (?token=...)")
-        elif not hmac.compare_digest(token.encode(), self.room.store.token.encode()):
-            self.refuse(403, "wrong room token")
-        elif not self.request.headers.get("Content-Length", "0").isdigit():
+    async def prepare(self):
+        self.identity = await self.room.auth.admit(self)      # a hub name, or None (the seat the body names)
+        if self._finished:
+            return
+        if not self.request.headers.get("Content-Length", "0").isdigit():
             self.refuse(400, "Content-Length: expected a number of bytes")
         elif int(self.request.headers.get("Content-Length", "0")) > intake.MAX_BODY:
             self.refuse(413, f"bodies are capped at {intake.MAX_BODY} bytes")           # refused unread
@@ -164,8 +181,14 @@ class Report(Base):
         try:
             report = intake.parse(bytes(self.body), EXERCISES)
             store = self.room.store
-            key = store.claim(report["seat"], report["seat_key"], self.request.remote_ip, self.own_machine(),
-                              time.time())
+            if self.identity is not None:                   # a hub's board: the seat is who the hub says
+                if report["seat"] != self.identity:
+                    raise intake.Refused(403, f"a report for {report['seat']!r} from {self.identity!r}: "
+                                              "a learner reports only for themselves")
+                key = store.hub_seat(self.identity, time.time())
+            else:
+                key = store.claim(report["seat"], report["seat_key"], self.request.remote_ip, self.own_machine(),
+                                  time.time())
             if not self.room.limit.allow(report["seat"]):
                 self.set_header("Retry-After", "1")
                 raise intake.Refused(429, f"at most {intake.RATE:g} reports per second per seat")
@@ -218,30 +241,33 @@ class Events(Base):
             self.closed.set_result(None)
 
 
-def make_app(room: Room) -> tornado.web.Application:
-    routes = [(r"/", Page), (r"/api/join", Join), (r"/api/report", Report), (r"/api/summary", Summary),
-              (r"/api/board", BoardState), (r"/api/events", Events)]
-    return tornado.web.Application([(path, handler, {"room": room}) for path, handler in routes],
-                                   log_function=lambda handler: None, default_handler_class=NotFound,
-                                   default_handler_args={"room": room})
+def make_app(room: Room, prefix: str = "/", handlers=(), settings=None) -> tornado.web.Application:
+    """The routes under ``prefix`` (a hub serves its board at /services/board/), then ``handlers`` as they are."""
+    routes = [("", Page), ("api/join", Join), ("api/report", Report), ("api/summary", Summary),
+              ("api/board", BoardState), ("api/events", Events)]
+    return tornado.web.Application([(prefix + path, handler, {"room": room}) for path, handler in routes]
+                                   + list(handlers), log_function=lambda handler: None,
+                                   default_handler_class=NotFound, default_handler_args={"room": room},
+                                   **(settings or {}))
 
 
 class NotFound(Base):
-    def prepare(self):
-        super().prepare()
+    async def prepare(self):
+        await super().prepare()
         if not self._finished:
             self.refuse(404, "no such page")
 
 
 def serve(db: str, port: int, listen: str, on_ready, rate: float | None = intake.RATE,
-          seats_per_client: int = SEATS_PER_CLIENT) -> None:
+          seats_per_client: int = SEATS_PER_CLIENT, auth=None, prefix: str = "/", handlers=(), settings=None) -> None:
     """Bind, call ``on_ready(port, token)``, serve until KeyboardInterrupt (Ctrl-C or SIGTERM via the CLI).
-    ``store.InUse`` when another board serves ``db``."""
+    ``store.InUse`` when another board serves ``db``. A hub's board passes its ``auth``, ``prefix``, the OAuth
+    callback among ``handlers`` and the cookie secret among ``settings``."""
     max_open = guard.max_connections()
-    room = Room(db, rate, seats_per_client)
+    room = Room(db, rate, seats_per_client, auth)
     guard.quiet_libraries(room.log)
     sockets = tornado.netutil.bind_sockets(port, listen)
-    server = guard.RoomServer(make_app(room), log=room.log, max_open=max_open, max_body_size=MAX_SERVER_BODY,
+    server = guard.RoomServer(make_app(room, prefix, handlers, settings), log=room.log, max_open=max_open, max_body_size=MAX_SERVER_BODY,
                               max_header_size=8192, max_buffer_size=1 << 20,
                               idle_connection_timeout=guard.HEADER_TIMEOUT, body_timeout=guard.BODY_TIMEOUT)
     server.add_sockets(sockets)

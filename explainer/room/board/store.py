@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from explainer.room.board.intake import Refused, skeleton
 
 MAX_SEATS = 500           # a room; beyond it a new seat is refused (409), known seats still post
+HUB_KEY = "hub"            # a hub seat's key column: no SHA-256 equals it, so no seat key opens a hub seat
 SEATS_PER_CLIENT = 3      # new seats one client (address) may claim; the board's own machine is not counted
 
 SCHEMA = """
@@ -125,19 +126,33 @@ class Store:
             self.db.execute("UPDATE seats SET key_sha256 = ?, client = ? WHERE seat = ?", (_sha(new), client, seat))
             self.seats[seat] = (self.seats[seat][0], _sha(new), client)
             return new
+        skel = self._check_new(seat)
+        if not own_machine and self.claimed_by[client] >= self.seats_per_client:
+            raise Refused(429, f"this client has claimed {self.seats_per_client} seats already; one per learner")
+        new = secrets.token_urlsafe(24)
+        self._insert(seat, skel, _sha(new), client, now)
+        self.claimed_by[client] += 1
+        return new
+
+    def hub_seat(self, seat: str, now: float) -> None:
+        """A hub's board: the seat of the learner the hub vouched for (no key: the hub's token is the proof),
+        made on its first report. ``Refused`` 409 for a look-alike of another seat, or a full room."""
+        if seat not in self.seats:
+            self._insert(seat, self._check_new(seat), HUB_KEY, "hub", now)
+
+    def _check_new(self, seat: str) -> str:
+        """A new seat's skeleton; ``Refused`` 409 when it looks like a seat's, ``RoomFull`` when the room is."""
         skel = skeleton(seat)
         if skel in self.skeletons:
             raise Refused(409, f"seat {seat!r} looks like the seat {self.skeletons[skel]!r}; choose another name")
         if len(self.seats) >= MAX_SEATS:
             raise RoomFull()
-        if not own_machine and self.claimed_by[client] >= self.seats_per_client:
-            raise Refused(429, f"this client has claimed {self.seats_per_client} seats already; one per learner")
-        new = secrets.token_urlsafe(24)
-        self.db.execute("INSERT INTO seats VALUES (?, ?, ?, ?, ?)", (seat, skel, _sha(new), client, now))
-        self.seats[seat], self.skeletons[skel] = (skel, _sha(new), client), seat
-        self.claimed_by[client] += 1
+        return skel
+
+    def _insert(self, seat: str, skel: str, key_sha: str, client: str, now: float) -> None:
+        self.db.execute("INSERT INTO seats VALUES (?, ?, ?, ?, ?)", (seat, skel, key_sha, client, now))
+        self.seats[seat], self.skeletons[skel] = (skel, key_sha, client), seat
         self.version += 1                                 # the board shows the new seat
-        return new
 
     def add(self, report: dict, received: float) -> int:
         """Store one validated report of a claimed seat; returns its sequence number (1, 2, ...)."""
