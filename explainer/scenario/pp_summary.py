@@ -15,8 +15,8 @@ def summarize(res: ScenarioResult) -> str:
     if res.error:
         lines.append(f"  error: {res.error['type']}: {res.error['message']}")
     if res.outcome == "warmup-crash":
-        lines.append("  (the toy's crash; that vLLM's PP crash in #45719 was this assert is inferred from vLLM's code: "
-                     "no traceback of it was found)")
+        lines.append("  (the toy's crash. vLLM's own PP crash, issue #45719, is this assert by inference from vLLM's "
+                     "code: no traceback of it was found)")
     if res.outcome == "startup-rejected":
         lines.append(f"  rejected by the startup check (EngineConfig.__post_init__) in {d['startup_check_ms']} ms: "
                      f"no rank, runner, group or process was created")
