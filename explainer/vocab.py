@@ -10,7 +10,7 @@ state-field names. vLLM spells its own choices as ``Literal`` types in ``vllm/co
 PP_MODES = ("generic", "generic-int64", "state-sync")
 # The order the notebooks and ``python -m explainer accuracy`` list them: the two that run, then the crash.
 PP_MODES_BY_STORY = PP_MODES[1:] + PP_MODES[:1]
-PP_SCHEDULES = ("sync", "async")                   # vLLM #33960 (historic) | #42187 (one batch in flight per stage)
+PP_SCHEDULES = ("sync", "async")                   # vLLM #33960 (historic) | #42187 (the toy: pp_size batches in flight)
 # The stage-to-stage transfer: the worker posts isend/irecv and waits at the next step / first read (vLLM 0.32.0's
 # gpu_worker) | every send and receive waited at once (the runner-era blocking form, parallel_state at 0c175ae).
 PP_TRANSFERS = ("async", "blocking")

@@ -172,6 +172,15 @@ def test_no_network_and_an_unknown_release_are_one_line_exit_2(tmp_path):
         (tmp_path / "cache" / "explainer" / "vllm-wheels").iterdir())
 
 
+def test_a_broken_cached_wheel_is_one_line_saying_what_to_remove(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = tmp_path / "explainer" / "vllm-wheels" / "vllm-9.9.7"
+    folder.mkdir(parents=True)
+    (folder / "vllm-9.9.7-py3-none-any.whl").write_bytes(b"not a zip")
+    with pytest.raises(UsageError, match=r"vllm-9.9.7-py3-none-any.whl is not a readable wheel .*: remove it"):
+        vllm_source.source("9.9.7")
+
+
 @NEEDS_VLLM
 def test_every_pin_holds_in_the_release_that_runs_here():
     report = release.run(vllm_release.RUNS)

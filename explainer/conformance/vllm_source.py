@@ -70,8 +70,13 @@ def tree(release: str, root: Path, where: str) -> Source:
 
 
 def wheel(release: str, path: Path) -> Source:
-    with zipfile.ZipFile(path) as z:
-        names = [n.removeprefix("vllm/") for n in z.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = [n.removeprefix("vllm/") for n in z.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError(f"{path} is not a readable wheel ({exc}): remove it, and it is fetched again") from exc
+    if not names:
+        raise UsageError(f"{path} holds no vllm/*.py: remove it, and it is fetched again")
 
     def read(rel: str) -> str:
         with zipfile.ZipFile(path) as z:

@@ -5,8 +5,9 @@ What 0.32.0 adds to ``007f85b5`` and the toy runs: the ``finished_prefill`` clau
 (``0.32.0 v1/worker/gpu/pp_utils.py:94-96 group_desc="pp_broadcast"``), the ids padded to ``max_sample_len`` and the draft
 relay the runner calls (``0.32.0 v1/worker/gpu/model_runner.py:2263-2273 self.pp_handler.broadcast_drafts(``).
 
-With ``pp_schedule="async"`` every stage works on a different batch each tick (one batch in flight per
-stage) and nobody waits for the back-channel inside a step:
+With ``pp_schedule="async"`` every stage works on a different batch each tick (the toy keeps ``pp_size`` batches in
+flight; vLLM with Model Runner V2 schedules asynchronously and keeps ``pp_size + 1``,
+``0.32.0 config/vllm.py:577-587 return pp_size + 1``) and nobody waits for the back-channel inside a step:
 
 * the last rank samples step T and broadcasts ``sampled_token_ids`` [n, num_speculative_steps + 1] int64 (its int64
   ``assert`` comes *after* the early return on a ``None`` mask), ``num_sampled_num_rejected`` [2, n]
