@@ -181,6 +181,15 @@ def test_a_broken_cached_wheel_is_one_line_saying_what_to_remove(tmp_path, monke
         vllm_source.source("9.9.7")
 
 
+def test_a_cache_folder_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))             # a file where the folder would go
+    with pytest.raises(UsageError, match=r"^cannot write the cache folder .*/file/explainer/vllm-wheels: "):
+        vllm_source.fetch("9.9.6")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")                     # not absolute: ignored, as XDG says
+    assert vllm_source.cache_dir() == Path.home() / ".cache" / "explainer" / "vllm-wheels"
+
+
 @NEEDS_VLLM
 def test_every_pin_holds_in_the_release_that_runs_here():
     report = release.run(vllm_release.RUNS)

@@ -95,7 +95,11 @@ def installed_release() -> tuple[str, Path] | None:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """``$XDG_CACHE_HOME/explainer/vllm-wheels`` (an absolute ``XDG_CACHE_HOME`` only, as the XDG spec says), else
+    ``~/.cache/explainer/vllm-wheels``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "explainer" / "vllm-wheels"
 
 
@@ -119,10 +123,13 @@ def fetch(release: str, progress=None) -> Path:
         return have
     dist = vllm_release.distribution(release)
     folder = cache_dir() / f"{dist}-{release}"
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=folder.parent))
+    except OSError as exc:
+        raise UsageError(f"cannot write the cache folder {folder.parent}: {exc.strerror or exc}") from exc
     if progress:
         progress(f"fetching {dist}=={release} with pip into {folder} (once; vLLM's wheels are 130-240 MB)")
-    tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=folder.parent))
     try:
         cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={release}", "--no-deps", "--only-binary=:all:",
                "--platform", PLATFORM, "--dest", str(tmp), "--retries", "1", "--timeout", "20",
