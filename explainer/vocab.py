@@ -19,7 +19,7 @@ SELF_CONDITIONING_MODES = ("hf", "vllm")           # SC on denoise inputs only |
 EXECUTOR_BACKENDS = ("inprocess", "processes", "hosts")   # hosts: two network-namespace hosts (torchrun)
 
 # ---- the CPU communicator ------------------------------------------------------------------------------
-ENGINES = ("toy", "vllm")                          # who runs a scenario's ranks: this package | the real vLLM 0.32.0
+ENGINES = ("toy", "vllm")                          # who runs a scenario's ranks: this package | the real vLLM (.venv-vllm)
 COMM_GATES = ("pre-40150", "post-40150")           # the PP group's tensor-dict gate, before | after vLLM PR #40150
 
 # ---- per-request state -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""vLLM 0.32.0's own channel as the bench's peer: its ``GroupCoordinator`` on its C++ shared memory and on its
+"""The real vLLM's own channel as the bench's peer: its ``GroupCoordinator`` on its C++ shared memory and on its
 generic path, through the same harness (``explainer.bench.comm.pingpong`` and ``stream``), sizes and dicts as the toy.
 
 ``measure`` runs ``explainer.vllm_side.bench`` in ``.venv-vllm`` (two vLLM rank processes, one torch thread each)

@@ -1,4 +1,4 @@
-"""Conformance: the toy against the real vLLM 0.32.0 on the same inputs (``python -m explainer conformance``).
+"""Conformance: the toy against the real vLLM (``.venv-vllm``) on the same inputs (``python -m explainer conformance``).
 
 Each row runs the toy here and the real vLLM in ``.venv-vllm`` (``explainer.vllm_env``), then compares the fields
 both sides must agree on. ``rows.py`` the row and its comparison; ``gate_rows.py`` the PP startup gate (#45828);

@@ -1,4 +1,4 @@
-"""Conformance rows of the CPU communicator (vLLM PR #40150): the toy's ranks beside vLLM 0.32.0's own.
+"""Conformance rows of the CPU communicator (vLLM PR #40150): the toy's ranks beside the real vLLM's own.
 
 vLLM side: ``explainer.vllm_side.comm_pair`` (two real vLLM rank processes on this machine, gloo on 127.0.0.1,
 ``VLLM_DIST_IDENT`` one value or one per rank) and ``explainer.vllm_side.hosts_rank`` under each host's torchrun

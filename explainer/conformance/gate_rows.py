@@ -1,4 +1,4 @@
-"""Conformance rows of the PP startup gate (vLLM PR #45828): the toy's check beside vLLM 0.32.0's.
+"""Conformance rows of the PP startup gate (vLLM PR #45828): the toy's check beside the real vLLM's.
 
 vLLM side (``explainer.vllm_side.probe``, one process): ``supports_pp`` of the real class; the real
 ``vllm.LLM(model=<tiny random DiffusionGemma>, pipeline_parallel_size=2)``; the same after registering the real

@@ -1,6 +1,6 @@
 """The real vLLM's answer beside a notebook's toy run: run live in ``.venv-vllm``, or recorded from a real run.
 
-``real_vllm(question)`` runs one question on the real vLLM 0.32.0 (a subprocess of ``.venv-vllm``) and returns its
+``real_vllm(question)`` runs one question on the real vLLM (a subprocess of ``.venv-vllm``) and returns its
 lines, labelled with the engine and version, and naming the kernel library vLLM loaded, since some answers depend
 on it (``lines_of``). Where that environment is missing (or, for the two hosts, where namespaces cannot be made) it
 returns the lines of a recorded real run (``explainer/records/vllm-0.32.0-cpu.json``, written by

