@@ -135,9 +135,12 @@ class Limits:
                 resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         return apply
 
-    def usage(self, account: str) -> int | None:
-        """The learner's memory in use now (bytes), where a memory group counts it."""
-        for controller, name in (("", "memory.current"), ("memory", "memory.usage_in_bytes")):
+    def usage(self, account: str, peak: bool = False) -> int | None:
+        """The learner's memory in use now (``peak``: the most since the group was made), in bytes, where a memory
+        group counts it."""
+        names = (("", "memory.peak"), ("memory", "memory.max_usage_in_bytes")) if peak else (
+            ("", "memory.current"), ("memory", "memory.usage_in_bytes"))
+        for controller, name in names:
             if controller in self.bases:
                 try:
                     return int((self.bases[controller] / account / name).read_text())
