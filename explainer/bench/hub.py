@@ -42,7 +42,8 @@ from explainer.workshop.catalog import EXERCISES
 from explainer.workshop.grader_process import GraderProcess
 
 READY_GOAL, LATENCY_GOAL = 30.0, 2.0
-CHECK = "t0 = time.perf_counter()\nr = check({ex!r}, {fn})\nprint(json.dumps([time.perf_counter() - t0, r.passed]))"
+CHECK = ("t0 = time.perf_counter()\nr = check({ex!r}, {fn})\n"
+         "print(json.dumps([time.perf_counter() - t0, r.passed, r.reason]))")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,7 +121,10 @@ def run_learner(hub: HubProcess, name: str) -> tuple[Kernel, list]:
     for ex, wrong, right in cases():
         for source, want in ((wrong, False), (right, True)):
             cell(kernel, name, source)
-            seconds, passed = json.loads(cell(kernel, name, CHECK.format(ex=ex, fn=EXERCISES[ex].function)))
+            seconds, passed, reason = json.loads(cell(kernel, name, CHECK.format(ex=ex, fn=EXERCISES[ex].function)))
+            if passed != want:
+                print(f"bench: {name}: check({ex!r}) of {'a passing answer' if want else 'the stub'} "
+                      f"{'failed' if want else 'passed'}: {reason}", file=sys.stderr, flush=True)
             out.append([ex, seconds, passed == want])
     return kernel, out
 
@@ -158,6 +162,12 @@ def run(quick: bool = False, learners: int = 5) -> list[Row]:
             kernel.close()
         status, board = hub.api("/services/board/api/board")
         laptop, laptop_ok = laptop_checks()
+    except BaseException:
+        log = hub.state / "hub.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        said = [ln for ln in lines if any(w in ln for w in ("died", "Killed", "restart", "rror", "MemoryError"))]
+        print("bench: hub: the hub's log said:\n  " + "\n  ".join((said or lines)[-25:]), file=sys.stderr)
+        raise
     finally:
         hub.close()
     load1 = os.getloadavg()[0]
