@@ -170,6 +170,12 @@ def run(quick: bool = False, learners: int = 5) -> list[Row]:
         raise
     finally:
         hub.close()
+    return table(learners, names, ready, results, memory, status, board, laptop, laptop_ok, load0)
+
+
+def table(learners: int, names: list[str], ready: list[float], results: list, memory: list, status: int, board,
+         laptop: list[float], laptop_ok: bool, load0: float) -> list[Row]:
+    """The bench's rows from what ``run`` measured."""
     load1 = os.getloadavg()[0]
     hub_times = [t for rows in results for _, t, _ in rows]
     hub_ok = all(ok for rows in results for _, _, ok in rows)

@@ -110,7 +110,8 @@ def board() -> int:
     state = State(os.environ["EXPLAINER_HUB_STATE"])
     settings = state.settings()
     try:
-        server.serve(str(state.file("board.sqlite3")), settings.board_port, "127.0.0.1", lambda port, token: None,
+        server.serve(str(state.file("board.sqlite3")), settings.board_port,
+                     settings.extra.get("board_listen", "127.0.0.1"), lambda port, token: None,
                      **board_auth.service())
     except KeyboardInterrupt:
         pass
