@@ -226,9 +226,13 @@ def newest() -> dict:
 def test_the_newest_release_moves_what_it_moved_to_the_right_places():
     report = newest()
     by_pin = {p["pin"]: p for p in report["pins"]}
-    runs = vllm_release.RUNS
     assert release.holds(report)                      # every pin naming the newest release holds there
-    src = vllm_source.source(vllm_release.NEWEST)
+    with vllm_source.source(vllm_release.NEWEST) as src:
+        check_the_newest_release_moves(report, by_pin, src)
+
+
+def check_the_newest_release_moves(report: dict, by_pin: dict, src: vllm_source.Source) -> None:
+    runs = vllm_release.RUNS
 
     def now_lines(pin: str) -> list[str]:
         entry = by_pin[pin]

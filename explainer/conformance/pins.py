@@ -163,18 +163,23 @@ def check(repo: Path | None = None, sources: dict[str, vllm_source.Source] | Non
     pins, loose = scan(repo)
     named = {p.release for p in pins if p.release in vllm_release.RELEASES and not p.file.startswith(OWN)}
     missing: dict[str, str] = {}
-    if sources is None:
+    opened = sources is None
+    if opened:
         sources, missing = load_sources(named, progress)
     else:
         missing = {r: f"no source for vLLM {r}" for r in named if r not in sources}
     failures, checked = list(loose), 0
-    for pin in pins:
-        if pin.release in missing and not pin.file.startswith(OWN):
-            continue
-        checked += 1
-        failure = check_pin(pin, sources, repo)
-        if failure:
-            failures.append(failure)
+    try:
+        for pin in pins:
+            if pin.release in missing and not pin.file.startswith(OWN):
+                continue
+            checked += 1
+            failure = check_pin(pin, sources, repo)
+            if failure:
+                failures.append(failure)
+    finally:
+        for src in sources.values() if opened else ():
+            src.close()
     return {"pins": len(pins), "checked": checked, "failures": failures, "not_checked": missing,
             "sources": {r: s.where for r, s in sources.items()}}
 

@@ -163,16 +163,20 @@ def run(release: str, root: Path | None = None, progress=None) -> dict:
     if root is None:
         raise UsageError("conformance --release reads the product's pins: run it from a checkout")
     target = vllm_source.source(release, progress)
-    found, _ = pins.scan(root)
-    named = {p.release for p in found if p.release in vllm_release.RELEASES and not p.file.startswith(pins.OWN)}
     homes = {release: target}
-    for other in sorted(named - {release}):
-        homes[other] = vllm_source.source(other, progress)
-    results = check_pins(target, homes, root)
-    counts = Counter(r.status for r in results)
-    return {"release": release, "source": target.where, "counts": {s: counts.get(s, 0) for s in STATUSES},
-            "uses": sum(len(r.uses) for r in results), "pins": [r.to_json() for r in results],
-            "fixes": fixes(target, homes.get(vllm_release.RUNS))}
+    try:
+        found, _ = pins.scan(root)
+        named = {p.release for p in found if p.release in vllm_release.RELEASES and not p.file.startswith(pins.OWN)}
+        for other in sorted(named - {release}):
+            homes[other] = vllm_source.source(other, progress)
+        results = check_pins(target, homes, root)
+        counts = Counter(r.status for r in results)
+        return {"release": release, "source": target.where, "counts": {s: counts.get(s, 0) for s in STATUSES},
+                "uses": sum(len(r.uses) for r in results), "pins": [r.to_json() for r in results],
+                "fixes": fixes(target, homes.get(vllm_release.RUNS))}
+    finally:
+        for src in homes.values():
+            src.close()
 
 
 def holds(report: dict) -> bool:

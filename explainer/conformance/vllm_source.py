@@ -33,12 +33,19 @@ OFFLINE = ("NewConnectionError", "Failed to establish a new connection", "Tempor
 class Source:
     """A release's ``vllm/`` package files, by their path inside it (``v1/worker/gpu/pp_utils.py``)."""
 
-    def __init__(self, release: str, where: str, names: list[str], read):
+    def __init__(self, release: str, where: str, names: list[str], read, close=None):
         self.release, self.where = release, where
         self.names = sorted(names)
         self._read = read
+        self.close = close or (lambda: None)      # a wheel's zip stays open until its reader calls this
         self._texts: dict[str, str] = {}
         self._files: dict[str, File] = {}
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def text(self, rel: str) -> str | None:
         if rel not in self._texts:
@@ -71,17 +78,15 @@ def tree(release: str, root: Path, where: str) -> Source:
 
 def wheel(release: str, path: Path) -> Source:
     try:
-        with zipfile.ZipFile(path) as z:
-            names = [n.removeprefix("vllm/") for n in z.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+        z = zipfile.ZipFile(path)              # kept open while the Source lives: its directory is read once
+        names = [n.removeprefix("vllm/") for n in z.namelist() if n.startswith("vllm/") and n.endswith(".py")]
     except (zipfile.BadZipFile, OSError) as exc:
         raise UsageError(f"{path} is not a readable wheel ({exc}): remove it, and it is fetched again") from exc
     if not names:
+        z.close()
         raise UsageError(f"{path} holds no vllm/*.py: remove it, and it is fetched again")
-
-    def read(rel: str) -> str:
-        with zipfile.ZipFile(path) as z:
-            return z.read("vllm/" + rel).decode("utf-8", errors="replace")
-    return Source(release, f"the wheel {path.name} (read, not installed)", names, read)
+    return Source(release, f"the wheel {path.name} (read, not installed)", names,
+                  lambda rel: z.read("vllm/" + rel).decode("utf-8", errors="replace"), z.close)
 
 
 def installed_release() -> tuple[str, Path] | None:
