@@ -110,8 +110,8 @@ def test_payload_several_times_the_chunk_streams_through(pair):
     for _ in range(3):                  # repeated: sequence numbers keep advancing, halves alternate
         _equal(transfer(a, b, list(big.items())), big)
     nbytes = sum(t.numel() * t.element_size() for t in big.values())
-    assert a._ctrl[0][shm.sent_slot(1)] >= 3 * (nbytes // a.chunk)    # many chunks per message
-    assert b._ctrl[1][shm.acked_slot(0)] == a._ctrl[0][shm.sent_slot(1)]
+    assert a.ctrl[0][shm.sent_slot(1)] >= 3 * (nbytes // a.chunk)    # many chunks per message
+    assert b.ctrl[1][shm.acked_slot(0)] == a.ctrl[0][shm.sent_slot(1)]
     back = {"x": torch.randn(CHUNK)}    # and the other direction on the same channel
     _equal(transfer(b, a, list(back.items()), dst=0, src=1), back)
 
@@ -247,9 +247,9 @@ def test_bad_arguments_name_the_accepted_range():
 
 def test_corrupt_header_from_a_peer_is_an_error_not_a_crash(pair):
     a, b = pair
-    base = a._outbox(1, 1, 0)
+    base = a.outbox(1, 1, 0)
     bad = shm_header.HDR.pack(0xDEAD, 1, shm_header.HDR.size + shm_header.ENTRY.size + 8, 0) + shm_header.ENTRY.pack(0, 1, 0, 1 << 40)
     a._maps[0][base:base + len(bad) + 8] = bad + (1).to_bytes(8, "little")   # 1 float claiming 1 TiB
-    a._ctrl[0][shm.sent_slot(1)] = 1                     # publish it by hand
+    a.ctrl[0][shm.sent_slot(1)] = 1                     # publish it by hand
     with pytest.raises(RuntimeError, match="corrupt header from group rank 0"):
         b.recv(0)

@@ -4,7 +4,7 @@ whose /dev/shm is a read-only tmpfs (so the check's own segment creation really 
 
 Minute 0 is real too: a fresh venv with nothing installed (no torch), from a copy of the checkout with no
 .venv, on this interpreter and on every other Python >= 3.10 found here; Pythons older than 3.10 get one line.
-Other platforms are simulated with ``hosts.Host`` (the real checks run; the platform's answers change): a Mac
+Other platforms are simulated with ``check.Host`` (the real checks run; the platform's answers change): a Mac
 and Windows get "not available here" for /dev/shm, the jail and vLLM, never counted as failures, and their own
 commands (brew, winget, PowerShell; no make on Windows).
 """
@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from explainer import vllm_env
-from explainer.doctor import CHECKS as DOCTOR_CHECKS, check, host as hosts, installed, machine
+from explainer.doctor import CHECKS as DOCTOR_CHECKS, check
+from explainer.doctor import rows as doctor_rows
 from explainer.cli import main
 from explainer.commands import doctor as doctor_command
 
 ROWS = ["Python", "torch", "graphviz dot", "JupyterLab + widgets", "shared memory", "gloo on 127.0.0.1",
-        "shipped checkpoint", machine.VLLM_CHECK, "workshop jail"]
-VLLM = machine.VLLM_CHECK             # optional: its ✗ does not fail the doctor
+        "shipped checkpoint", doctor_rows.VLLM_CHECK, "workshop jail"]
+VLLM = doctor_rows.VLLM_CHECK             # optional: its ✗ does not fail the doctor
 REPO = Path(__file__).resolve().parents[1]
 MARKS = ("✓", "✗", "–", "·")
 PYENV = Path.home() / ".pyenv" / "versions"
@@ -103,16 +104,16 @@ def test_doctor_with_read_only_dev_shm_fails_that_row_with_the_fix():
 
 
 def test_shm_check_leaves_no_segment_behind(tmp_path):
-    host = hosts.Host.here()
-    row = machine.check_shm(host, str(tmp_path))
+    host = check.Host.here()
+    row = doctor_rows.check_shm(host, str(tmp_path))
     assert row.ok, row
     assert list(tmp_path.iterdir()) == []
-    missing = machine.check_shm(host, str(tmp_path / "absent"))
+    missing = doctor_rows.check_shm(host, str(tmp_path / "absent"))
     assert not missing.ok and "No such file or directory" in missing.detail and missing.fix
 
 
 def test_gloo_round_trip_really_crosses_processes():
-    row = machine.check_gloo(hosts.Host.here(), timeout=60)
+    row = doctor_rows.check_gloo(check.Host.here(), timeout=60)
     assert row.ok, row
     assert "452 came back" in row.detail
 
@@ -180,9 +181,9 @@ def test_an_old_python_gets_one_line(old):
 
 # --- other platforms, simulated ------------------------------------------------------------------------------
 
-def host(system: str, **kw) -> hosts.Host:
+def host(system: str, **kw) -> check.Host:
     machine = {"linux": "x86_64", "darwin": "arm64", "win32": "AMD64"}[system]
-    return hosts.Host(system, machine, kw.pop("checkout", REPO), make=system != "win32", apt=system == "linux",
+    return check.Host(system, machine, kw.pop("checkout", REPO), make=system != "win32", apt=system == "linux",
                        **kw)
 
 
@@ -209,7 +210,7 @@ def test_a_mac_or_windows_gets_not_available_rows_that_do_not_fail(system):
 
 
 def test_the_whole_report_on_a_simulated_mac(monkeypatch, capsys):
-    monkeypatch.setattr(hosts.Host, "here", classmethod(lambda cls: host("darwin", prefix=REPO / ".venv")))
+    monkeypatch.setattr(check.Host, "here", classmethod(lambda cls: host("darwin", prefix=REPO / ".venv")))
     monkeypatch.setenv("PYTHONIOENCODING", "utf-8")
     code = main(["doctor"])
     out = capsys.readouterr().out
@@ -227,9 +228,9 @@ def test_missing_dot_tells_each_platform_its_own_command(monkeypatch):
     want = {"linux": ("sudo apt-get install graphviz", True), "darwin": ("brew install graphviz", False),
             "win32": ("winget install graphviz, then open a new terminal (so `dot` is on PATH)", False)}
     for system, (fix, by_setup) in want.items():
-        row = installed.check_dot(host(system))
+        row = doctor_rows.check_dot(host(system))
         assert row.status == "failed" and (row.fix, row.by_setup) == (fix, by_setup)
-    fedora = installed.check_dot(hosts.Host("linux", "x86_64", REPO, apt=False))
+    fedora = doctor_rows.check_dot(check.Host("linux", "x86_64", REPO, apt=False))
     assert "dnf install graphviz" in fedora.fix and not fedora.by_setup
 
 
@@ -256,7 +257,7 @@ def test_windows_gets_powershell_commands_and_no_make(tmp_path):
     rows = _rows(torch="setup")
     command, why = check.next_step(rows, win)
     v = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    assert command == (f"py -{v} -m venv .venv; .venv\\Scripts\\python -m pip install torch=={hosts.TORCH_VERSION} "
+    assert command == (f"py -{v} -m venv .venv; .venv\\Scripts\\python -m pip install torch=={check.TORCH_VERSION} "
                        f'-e ".[notebooks,hf]"; .venv\\Scripts\\python -m explainer doctor')
     assert "make" not in command and "creates .venv" in why
     (tmp_path / ".venv" / "Scripts").mkdir(parents=True)
@@ -267,7 +268,7 @@ def test_windows_gets_powershell_commands_and_no_make(tmp_path):
 
 
 def test_linux_without_make_runs_the_set_up_script(tmp_path):
-    bare = hosts.Host("linux", "x86_64", tmp_path, make=False, apt=True)
+    bare = check.Host("linux", "x86_64", tmp_path, make=False, apt=True)
     assert check.next_step(_rows(torch="setup"), bare)[0] == "bash scripts/setup.sh lab"
 
 

@@ -9,7 +9,7 @@ from explainer.cli import main
 from explainer.distributed.inprocess import InProcessWorld, NothingPendingError
 from explainer.engine.llm_engine import LLMEngine
 from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
-from explainer.worker.outputs import InputBatch
+from explainer.worker.input_batch import InputBatch
 from explainer.trace import Trace
 
 NAMES = ("pp1", "pp2-pre-fix", "pp2-pre-fix-int64", "pp2-gated", "pp2-state-sync")
@@ -178,7 +178,7 @@ def test_bytes_per_step_async_adds_exactly_the_drafts(results):
 def test_the_mask_is_0_32_0s_a_final_prefill_chunk_at_its_length_cap_needs_no_sample():
     """vLLM 0.32.0's ``compute_need_sampled_mask``: with the requests' caps (batches with a prefill), a final
     prefill chunk whose one sampled token reaches ``max_seq_len`` is dropped; without caps it is 007f85b5's form."""
-    from explainer.worker.outputs import InputBatch
+    from explainer.worker.input_batch import InputBatch
     from explainer.worker.pp_async import compute_need_sampled_mask
 
     batch = InputBatch(["a", "b"], [0, 1], [4, 4], [False, False], [True, True], [], [])

@@ -21,7 +21,7 @@ from explainer import vllm_env, vllm_release
 from explainer.bench import comm_vllm
 from explainer.conformance import comm_rows, drift, live
 from explainer.distributed.host_namespaces import unavailable_reason
-from explainer.doctor import machine
+from explainer.doctor import rows as doctor_rows
 
 NEEDS_VLLM = pytest.mark.skipif(vllm_env.missing_reason() is not None, reason=str(vllm_env.missing_reason()))
 PP_MESSAGE = ("Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` "
@@ -238,7 +238,7 @@ def test_a_bench_row_that_could_not_measure_vllm_stays_short():
 
 def test_doctor_shows_the_missing_vllm_env_as_optional(tmp_path):
     proc = cli("doctor", env={"EXPLAINER_VLLM_VENV": str(tmp_path / "none"), "PYTHONIOENCODING": "utf-8"}, timeout=180)
-    line = next(ln for ln in proc.stdout.splitlines() if machine.VLLM_CHECK in ln)
+    line = next(ln for ln in proc.stdout.splitlines() if doctor_rows.VLLM_CHECK in ln)
     assert line.startswith("✗") and "make vllm" in line and proc.returncode == 0, proc.stdout
 
 

@@ -105,11 +105,11 @@ def _phases(ch, d: dict, n: int) -> dict:
     ping-pong: rank 1's last reply still sits in its outbox half (the header check and copy-out read it
     there) and rank 1 is idle, so rank 0 may rewrite its own next half (copy-in)."""
     items = d.items()
-    layout, ptrs = ch._codec.encode(items)
-    r = ch._ctrl[0][acked_slot(1)]                       # rank 1's last message to rank 0 ...
-    half, base = r % 2, ch._outbox(0, r, 1)               # ... and where it is
-    free = ch._outbox(1, ch._ctrl[0][sent_slot(1)] + 1, 0)   # rank 0's next half to rank 1
-    inbox = ch._inbox[1]
+    layout, ptrs = ch.codec.encode(items)
+    r = ch.ctrl[0][acked_slot(1)]                       # rank 1's last message to rank 0 ...
+    half, base = r % 2, ch.outbox(0, r, 1)               # ... and where it is
+    free = ch.outbox(1, ch.ctrl[0][sent_slot(1)] + 1, 0)   # rank 0's next half to rank 1
+    inbox = ch.inbox[1]
     _, destinations = inbox.allocate()
 
     def copy_out():
@@ -117,12 +117,12 @@ def _phases(ch, d: dict, n: int) -> dict:
             dst[:] = src
     raw = memoryview(bytearray(SIZES[0]))
     return {
-        "header encode (send)": _per_call(lambda: ch._codec.encode(items), n),
-        "copy in (send)": _per_call(lambda: ch._copy_in(layout, ptrs, free), n),
+        "header encode (send)": _per_call(lambda: ch.codec.encode(items), n),
+        "copy in (send)": _per_call(lambda: ch.copy_in(layout, ptrs, free), n),
         "header check (recv, in place)": _per_call(lambda: inbox.headers[half] == inbox.layout.header, n),
         "copy out (recv)": _per_call(copy_out, n),
         OVERLAPPED: _per_call(inbox.allocate, n),
-        "floor: its two copies": 2 * _per_call(lambda: raw.__setitem__(slice(None), ch._mem[1][base:base + len(raw)]), n),
+        "floor: its two copies": 2 * _per_call(lambda: raw.__setitem__(slice(None), ch.mem[1][base:base + len(raw)]), n),
     }
 
 

@@ -10,9 +10,9 @@ a failure); · not checked yet (it needs torch first). The vLLM 0.32 environment
 import json
 import sys
 
-from explainer.doctor import CHECKS, machine
-from explainer.doctor.check import Check, next_step, run_checks
-from explainer.doctor.host import Host
+from explainer.doctor import CHECKS
+from explainer.doctor import rows as doctor_rows
+from explainer.doctor.check import Check, Host, next_step, run_checks
 from explainer.workshop import jail
 
 HELP = ("check this machine (Python, torch CPU build, dot, JupyterLab + widgets, /dev/shm, gloo, checkpoint, "
@@ -83,7 +83,7 @@ def summary(rows: list[Check]) -> str:
 def run(args):
     host = Host.here()
     marks = _marks()
-    width = len(machine.VLLM_CHECK)
+    width = len(doctor_rows.VLLM_CHECK)
 
     def show(r):
         print(f"{marks[r.status]} {r.name:{width}s}  {r.detail}", flush=True)

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from explainer.distributed.device_communicators.comm_config import CommConfig, env_timeout
 from explainer.distributed.device_communicators.cpu_communicator import CpuCommunicator, setup_bounded
 from explainer.distributed.device_communicators.shm_header import DTYPES
-from explainer.distributed.device_communicators.shm_mapping import PeerGoneError
+from explainer.distributed.device_communicators.shm import PeerGoneError
 from explainer.distributed.errors import BroadcastMismatchError
 from explainer.distributed.tensor_dict_path import TensorDictPaths
 from explainer.errors import UsageError
@@ -60,7 +60,7 @@ class GroupCoordinator(TensorDictPaths):
         self.rank, self.local_rank = dist.get_rank(), local_rank
         timeout = datetime.timedelta(seconds=self.config.timeout)
         self.device_group = self.cpu_group = None
-        self._pending_isends: deque[tuple[list, list[torch.Tensor]]] = deque()
+        self.pending_isends: deque[tuple[list, list[torch.Tensor]]] = deque()
         for ranks in group_ranks:                         # every rank creates every group, same order
             device_group = setup_bounded("group-setup", self.config.timeout, dist.new_group, ranks,
                                           backend=torch_distributed_backend, timeout=timeout)
@@ -120,7 +120,7 @@ class GroupCoordinator(TensorDictPaths):
     def _peer(self, r: int) -> str:
         return f"group rank {r} (global rank {self.ranks[r]}) of {self.unique_name}"
 
-    def _bounded(self, what: str, peer: int | None, fn, *args, **kwargs):
+    def bounded(self, what: str, peer: int | None, fn, *args, **kwargs):
         """Run one gloo call; its timeout or a dead peer becomes a TimeoutError naming the peer."""
         try:
             return fn(*args, **kwargs)
@@ -134,7 +134,7 @@ class GroupCoordinator(TensorDictPaths):
                 raise PeerGoneError(f"{what}: {who} is gone (gloo: {text.splitlines()[0][:200]})") from exc
             raise
 
-    def _transfer_peer(self, r: int | None, step: int) -> int:
+    def transfer_peer(self, r: int | None, step: int) -> int:
         """The group rank one tensor dict goes to or comes from (default: the next / previous rank), checked."""
         if r is None:
             r = (self.rank_in_group + step) % self.world_size
@@ -162,10 +162,10 @@ class GroupCoordinator(TensorDictPaths):
         spec[0], spec[1] = codes.get(tensor.dtype, -2), tensor.dim()
         spec[2:2 + tensor.dim()] = torch.tensor(tensor.shape, dtype=torch.long)
         theirs = spec.clone()
-        self._bounded("broadcast", src, dist.broadcast, theirs, src=self.ranks[src], group=self.cpu_group)
+        self.bounded("broadcast", src, dist.broadcast, theirs, src=self.ranks[src], group=self.cpu_group)
         ok = torch.tensor([int(torch.equal(theirs, spec))], dtype=torch.long)
         oks = [torch.zeros(1, dtype=torch.long) for _ in range(self.world_size)]
-        self._bounded("broadcast", None, dist.all_gather, oks, ok, group=self.cpu_group)
+        self.bounded("broadcast", None, dist.all_gather, oks, ok, group=self.cpu_group)
         bad = [i for i, o in enumerate(oks) if not o.item()]
         if bad:
             want_dt = DTYPES[int(theirs[0])] if 0 <= int(theirs[0]) < len(DTYPES) else "unsupported"
@@ -173,7 +173,7 @@ class GroupCoordinator(TensorDictPaths):
             raise BroadcastMismatchError(f"broadcast from group rank {src}: it sends {want}, but group rank(s) {bad} "
                              f"pre-allocated a different dtype/shape (this rank has {tensor.dtype} "
                              f"{list(tensor.shape)}); receivers must match exactly")
-        self._bounded("broadcast", src, dist.broadcast, tensor, src=self.ranks[src], group=self.device_group)
+        self.bounded("broadcast", src, dist.broadcast, tensor, src=self.ranks[src], group=self.device_group)
         return tensor
 
     def make_sibling_device_group(self, group_desc: str) -> "GroupCoordinator":
@@ -184,7 +184,7 @@ class GroupCoordinator(TensorDictPaths):
                                 config=self.config)
 
     def barrier(self) -> None:
-        self._bounded("barrier", None, dist.barrier, group=self.cpu_group)
+        self.bounded("barrier", None, dist.barrier, group=self.cpu_group)
 
     def destroy(self) -> None:
         if self.device_communicator is not None:

@@ -3,7 +3,7 @@ of ``parallel_state.GroupCoordinator``: the metadata objects, the generic path a
 
 Generic path: the metadata list goes first (an int64 size, then the bytes, over the cpu group), then one
 ``torch.distributed.isend`` per non-empty tensor. ``isend_tensor_dict`` returns the handles and keeps them, with
-their source tensors, in ``_pending_isends`` until they complete; ``irecv_tensor_dict`` receives the metadata,
+their source tensors, in ``pending_isends`` until they complete; ``irecv_tensor_dict`` receives the metadata,
 posts one ``irecv`` per tensor and returns the dict with its handles; ``send_tensor_dict``/``recv_tensor_dict``
 wait for the handles (what vLLM's worker does asynchronously, ``worker/worker.py`` does too). Before, vLLM sent
 each tensor blocking (``parallel_state.py`` at ``0c175ae``): the same messages, each waited at once.
@@ -23,7 +23,7 @@ from explainer.distributed.tensor_metadata import TensorMetadata, decode_metadat
 
 class TensorDictPaths:
     """Needs ``ranks``, ``world_size``, ``cpu_group``, ``device_communicator``, ``use_cpu_custom_send_recv``,
-    ``_pending_isends``, ``_bounded`` and ``_transfer_peer`` (``GroupCoordinator`` has them)."""
+    ``pending_isends``, ``bounded`` and ``transfer_peer`` (``GroupCoordinator`` has them)."""
 
     transfers = 0                  # tensor dicts so far: the first two mark the rank's phase for the launcher
 
@@ -33,18 +33,11 @@ class TensorDictPaths:
             phases.enter("first-transfer" if self.transfers == 1 else "steady-state")
 
     # --- generic objects ---------------------------------------------------------------------
-    def send_object(self, data: bytes, dst: int) -> None:
-        """vLLM pickles ``obj`` here; the toy sends already encoded bytes: int64 size, then uint8 payload."""
-        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        size = torch.tensor([payload.numel()], dtype=torch.long)
-        self._bounded("send_object", dst, dist.send, size, dst=self.ranks[dst], group=self.cpu_group)
-        self._bounded("send_object", dst, dist.send, payload, dst=self.ranks[dst], group=self.cpu_group)
-
     def recv_object(self, src: int) -> bytes:
         size = torch.empty(1, dtype=torch.long)
-        rank_size = self._bounded("recv_object", src, dist.recv, size, src=self.ranks[src], group=self.cpu_group)
+        rank_size = self.bounded("recv_object", src, dist.recv, size, src=self.ranks[src], group=self.cpu_group)
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
-        rank_obj = self._bounded("recv_object", src, dist.recv, payload, src=self.ranks[src], group=self.cpu_group)
+        rank_obj = self.bounded("recv_object", src, dist.recv, payload, src=self.ranks[src], group=self.cpu_group)
         assert rank_obj == rank_size, "Received object sender rank does not match the size sender rank."
         return payload.numpy().tobytes()
 
@@ -56,19 +49,19 @@ class TensorDictPaths:
         handles = self.isend_tensor_dict(tensor_dict, dst)
         peer = (self.rank_in_group + 1) % self.world_size if dst is None else dst
         for handle in handles:
-            self._bounded("send_tensor_dict", peer, handle.wait)
-        if self._pending_isends and self._pending_isends[-1][0] is handles:
-            self._pending_isends.pop()                    # waited: nothing left to retain
+            self.bounded("send_tensor_dict", peer, handle.wait)
+        if self.pending_isends and self.pending_isends[-1][0] is handles:
+            self.pending_isends.pop()                    # waited: nothing left to retain
         return None
 
     def isend_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None) -> list:
         """Post every send of one dict and return the handles: the metadata (an int64 size, then the bytes, over
         the cpu group), then one ``isend`` per non-empty tensor. Handles and source tensors are also kept in
-        ``_pending_isends`` until they complete, so a caller that drops the handles frees nothing in flight.
+        ``pending_isends`` until they complete, so a caller that drops the handles frees nothing in flight.
         The custom path (``use_cpu_custom_send_recv``) is synchronous and returns no handle."""
         if not dist.is_initialized() or self.world_size == 1:
             return []
-        dst = self._transfer_peer(dst, +1)
+        dst = self.transfer_peer(dst, +1)
         self._count_transfer()
         if self.use_cpu_custom_send_recv:
             self.device_communicator.send_tensor_dict(tensor_dict, dst)
@@ -81,17 +74,17 @@ class TensorDictPaths:
         payload = torch.frombuffer(bytearray(encode_metadata(metadata_list)), dtype=torch.uint8)
         sources = [torch.tensor([payload.numel()], dtype=torch.long), payload]    # vLLM's isend_object
         sources += [t.contiguous() for t in tensor_list if t.numel() > 0]       # empty ones: from metadata
-        handles = [self._bounded("isend_tensor_dict", dst, dist.isend, t, dst=self.ranks[dst], group=self.cpu_group)
+        handles = [self.bounded("isend_tensor_dict", dst, dist.isend, t, dst=self.ranks[dst], group=self.cpu_group)
                    for t in sources]
-        self._pending_isends.append((handles, sources))
+        self.pending_isends.append((handles, sources))
         return handles
 
     def _reap_completed_isends(self) -> None:
         """Drop the retained sends that completed, oldest first. Unlike vLLM 0.32.0, the toy also waits for the
         metadata sends (gloo) to report completion: vLLM gates on the tensor sends' handles only (``handles[1:]``),
         because gloo's ``is_completed`` can answer early, and drops metadata-only entries without waiting."""
-        while self._pending_isends and all(h.is_completed() for h in self._pending_isends[0][0]):
-            self._pending_isends.popleft()
+        while self.pending_isends and all(h.is_completed() for h in self.pending_isends[0][0]):
+            self.pending_isends.popleft()
 
     def recv_tensor_dict(self, src: int | None = None) -> dict[str, Any] | None:
         """vLLM 0.32.0: ``irecv_tensor_dict``, then wait for every handle."""
@@ -100,7 +93,7 @@ class TensorDictPaths:
         tensor_dict, handles = self.irecv_tensor_dict(src)
         peer = (self.rank_in_group - 1) % self.world_size if src is None else src
         for handle in handles:
-            self._bounded("recv_tensor_dict", peer, handle.wait)
+            self.bounded("recv_tensor_dict", peer, handle.wait)
         return tensor_dict
 
     def irecv_tensor_dict(self, src: int | None = None) -> tuple[dict[str, Any] | None, list]:
@@ -109,7 +102,7 @@ class TensorDictPaths:
         calls of its all-gather option, which the toy does not have."""
         if not dist.is_initialized() or self.world_size == 1:
             return None, []
-        src = self._transfer_peer(src, -1)
+        src = self.transfer_peer(src, -1)
         self._count_transfer()
         if self.use_cpu_custom_send_recv:
             return self.device_communicator.recv_tensor_dict(src), []
@@ -119,7 +112,7 @@ class TensorDictPaths:
             if isinstance(value, TensorMetadata):
                 tensor = torch.empty(value.size, dtype=value.dtype, device=value.device)
                 if tensor.numel() > 0:
-                    handles.append(self._bounded("irecv_tensor_dict", src, dist.irecv, tensor,
+                    handles.append(self.bounded("irecv_tensor_dict", src, dist.irecv, tensor,
                                                  src=self.ranks[src], group=self.cpu_group))
                 tensor_dict[key] = tensor
             else:

@@ -60,13 +60,13 @@ class InProcessExecutor:
         try:
             for w in self.workers:                                  # forward: rank order
                 self.trace.set_tick(base + w.rank)
-                self._run(w, "execute_model", lambda w=w: w.execute_model(scheduler_output), failed)
+                self.run_call(w, "execute_model", lambda w=w: w.execute_model(scheduler_output), failed)
             output = None
             self.trace.set_tick(base + pp - 1)
             for w in reversed(self.workers):                        # back-channel: last rank first
                 if any(r == w.rank for r, _, _ in failed):
                     continue
-                result = self._run(w, "sample_tokens", w.sample_tokens, failed)
+                result = self.run_call(w, "sample_tokens", w.sample_tokens, failed)
                 output = output or result
         finally:
             self.ticks += pp
@@ -78,7 +78,7 @@ class InProcessExecutor:
     def shutdown(self) -> None:
         """Nothing to stop in-process."""
 
-    def _run(self, worker: Worker, call: str, fn, failed: list):
+    def run_call(self, worker: Worker, call: str, fn, failed: list):
         """``fn`` (the worker's ``call``); a failure is recorded in the phase of the call that was running."""
         try:
             return fn()

@@ -59,10 +59,10 @@ class AsyncPipelineExecutor(InProcessExecutor):
                 step = self.stages[w.rank]
                 if step is None:
                     continue
-                self._run(w, "execute_model", lambda w=w, step=step: w.execute_model(step), failed)
+                self.run_call(w, "execute_model", lambda w=w, step=step: w.execute_model(step), failed)
                 down |= {r for r, _, _ in failed}
                 if not w.is_last_rank and w.rank not in down:
-                    self._run(w, "sample_tokens", w.sample_tokens, failed)       # post the receive
+                    self.run_call(w, "sample_tokens", w.sample_tokens, failed)       # post the receive
                     down |= {r for r, _, _ in failed}
             done, out = self.stages[-1], None
             if done is not None:
@@ -70,9 +70,9 @@ class AsyncPipelineExecutor(InProcessExecutor):
                     if w.rank in down:
                         continue
                     if w.is_last_rank:
-                        result = self._run(w, "sample_tokens", w.sample_tokens, failed)
+                        result = self.run_call(w, "sample_tokens", w.sample_tokens, failed)
                     else:
-                        result = self._run(w, "delivered_output", lambda w=w: w.delivered_output(done.step), failed)
+                        result = self.run_call(w, "delivered_output", lambda w=w: w.delivered_output(done.step), failed)
                     down |= {r for r, _, _ in failed}
                     out = out or result
         finally:

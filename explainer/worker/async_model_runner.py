@@ -12,7 +12,8 @@ import torch
 
 from explainer.model.stages import IntermediateTensors
 from explainer.worker.model_runner import ModelRunner
-from explainer.worker.outputs import InputBatch, ModelRunnerOutput, SchedulerOutput
+from explainer.worker.input_batch import InputBatch
+from explainer.worker.outputs import ModelRunnerOutput, SchedulerOutput
 from explainer.worker.pp_async import AsyncPPHandler, compute_need_sampled_mask
 
 
@@ -44,7 +45,7 @@ class AsyncModelRunner(ModelRunner):
             slot = self.req_states.req_id_to_slot.get(req_id)
             computed[req_id] = 0 if slot is None else int(self.req_states.num_computed_tokens[slot])
         output = super().execute_model(scheduler_output, intermediate_tensors)
-        batch = self._batch
+        batch = self.input_batch
         before = [computed[r] for r in batch.req_ids]
         prefill = [len(self.req_states.all_token_ids[s]) if not d else 0
                    for s, d in zip(batch.slots, batch.is_decode)]
@@ -66,7 +67,7 @@ class AsyncModelRunner(ModelRunner):
         st = self.model_state.req_states
         batch = InputBatch([pending.req_ids[i] for i in keep], [pending.slots[i] for i in keep],
                            [], [], [], [], [])
-        self._post_update(batch, sampled[keep], num_sampled[keep], num_rejected[keep])   # counted at sample_tokens
+        self.post_update(batch, sampled[keep], num_sampled[keep], num_rejected[keep])   # counted at sample_tokens
         applied = ["num_computed_tokens", "all_token_ids"]
         if "draft_tokens" in t:
             self.req_states.draft_tokens[batch.slots] = t["draft_tokens"][keep]
@@ -81,7 +82,7 @@ class AsyncModelRunner(ModelRunner):
 
     @torch.no_grad()
     def sample_tokens(self) -> ModelRunnerOutput | None:
-        batch = self._batch
+        batch = self.input_batch
         if batch is None or not batch.req_ids:
             if self.pp.enabled and not self.is_last_rank:
                 self.pp.post_receive(self._step, batch, None)
@@ -98,7 +99,7 @@ class AsyncModelRunner(ModelRunner):
                                     self.req_states.draft_tokens[batch.slots],
                                     synced={"is_encoder_phase": st.is_encoder_phase[batch.slots],
                                             "self_conditioning_embeds": st.self_conditioning_embeds[batch.slots]})
-        self._post_update(batch, sampled, num_sampled, num_rejected, batch.query_lens)
+        self.post_update(batch, sampled, num_sampled, num_rejected, batch.query_lens)
         return self._output(batch, sampled, num_sampled, num_rejected)
 
     def delivered_output(self, step: int) -> ModelRunnerOutput | None:

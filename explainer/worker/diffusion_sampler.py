@@ -18,7 +18,7 @@ import torch
 
 from explainer.config import EngineConfig
 from explainer.sampler import denoise_step
-from explainer.worker.outputs import InputBatch
+from explainer.worker.input_batch import InputBatch
 from explainer.worker.model_state import DiffusionGemmaModelState
 from explainer.worker.states import RequestState
 

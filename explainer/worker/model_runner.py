@@ -34,7 +34,8 @@ from explainer.model.registry import ModelRegistry
 from explainer.model.stages import IntermediateTensors, get_pp_indices
 from explainer.worker.diffusion_sampler import DiffusionSampler
 from explainer.worker.model_state import DiffusionGemmaModelState
-from explainer.worker.outputs import InputBatch, ModelRunnerOutput, SamplerOutput, SchedulerOutput
+from explainer.worker.input_batch import InputBatch
+from explainer.worker.outputs import ModelRunnerOutput, SamplerOutput, SchedulerOutput
 from explainer.worker.pp_utils import PPHandler
 from explainer.worker.states import RequestState, state_tensors
 
@@ -57,7 +58,7 @@ class ModelRunner:
                             mode=config.pp_mode, sync_fields=config.sync_fields)
         self.generator = torch.Generator().manual_seed(config.seed)   # this worker's "global" RNG
         self.kv_caches: dict[int, KVCache] = {}
-        self._batch: InputBatch | None = None
+        self.input_batch: InputBatch | None = None
         self._hidden: dict[int, torch.Tensor] = {}
         self.sampler_output: SamplerOutput | None = None        # the last rank's sampler, this step
 
@@ -101,7 +102,7 @@ class ModelRunner:
     def execute_model(self, scheduler_output: SchedulerOutput,
                       intermediate_tensors: IntermediateTensors | None = None) -> IntermediateTensors | None:
         self._update_states(scheduler_output)
-        batch = self._batch = self._prepare_batch(scheduler_output)
+        batch = self.input_batch = self._prepare_batch(scheduler_output)
         if not batch.req_ids:
             return None
         causal = self.model_state.prepare_attn(batch.slots).tolist()
@@ -139,7 +140,7 @@ class ModelRunner:
     def sample_tokens(self) -> ModelRunnerOutput:
         """Last rank: sample, broadcast the back-channel. Others: receive it. Every rank then runs
         post_update and returns the step's output as this rank knows it (identical on every rank)."""
-        batch = self._batch
+        batch = self.input_batch
         if batch is None or not batch.req_ids:
             return ModelRunnerOutput([], [], [], {})
         if self.is_last_rank:
@@ -151,7 +152,7 @@ class ModelRunner:
             sampled, (num_sampled, num_rejected) = got["sampled_token_ids"], got["num_sampled_num_rejected"]
             if self.config.pp_mode == "state-sync":
                 self._apply_synced_state(batch, got)
-        self._post_update(batch, sampled, num_sampled, num_rejected, batch.query_lens)
+        self.post_update(batch, sampled, num_sampled, num_rejected, batch.query_lens)
         return ModelRunnerOutput(
             list(batch.req_ids), [sampled[i, :int(num_sampled[i])].tolist() for i in range(len(batch.slots))],
             [int(n) for n in num_rejected],
@@ -185,7 +186,7 @@ class ModelRunner:
                       "step": int(st.step[s]), "num_computed_tokens": int(rs.num_computed_tokens[s])}
                 for rid, s in rs.req_id_to_slot.items()}
 
-    def _post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected, query_lens=None) -> None:
+    def post_update(self, batch: InputBatch, sampled, num_sampled, num_rejected, query_lens=None) -> None:
         """vLLM's ``post_update``: num_computed_tokens += the scheduled tokens (``query_lens``; None when they were
         already counted, optimistically) - num_rejected (denoise rolls back; KV truncated); append sampled."""
         for i, slot in enumerate(batch.slots):

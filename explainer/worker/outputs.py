@@ -1,7 +1,7 @@
-"""What one step is, as data: the scheduler's ``SchedulerOutput`` (vLLM ``v1/core/sched/output.py``), the
-``InputBatch`` a rank lays it out as (vLLM ``v1/worker/gpu/input_batch.py``), the sampler's ``SamplerOutput`` and
-the runner's ``ModelRunnerOutput`` (vLLM ``v1/outputs.py``). They live with the worker, which consumes and produces
-them; the engine above imports them.
+"""What crosses between the engine and the worker for one step: the scheduler's ``SchedulerOutput`` (vLLM
+``v1/core/sched/output.py``), the sampler's ``SamplerOutput`` and the runner's ``ModelRunnerOutput`` (vLLM
+``v1/outputs.py``). They live with the worker, which consumes and produces them; the engine above imports them.
+How a rank lays a step out is ``input_batch``'s.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
 
 @dataclass
@@ -28,18 +27,6 @@ class SchedulerOutput:
     scheduled_spec_decode_tokens: dict[str, list[int]] = field(default_factory=dict)   # CL drafts
     finished_req_ids: list[str] = field(default_factory=list)
     warmup: bool = False
-
-
-@dataclass
-class InputBatch:
-    """The requests of one step as a rank lays them out: parallel lists in batch order."""
-    req_ids: list[str]
-    slots: list[int]
-    query_lens: list[int]
-    is_decode: list[bool]               # scheduled CL draft tokens (denoise or commit)
-    finishes_prefill: list[bool]
-    input_ids: list[torch.Tensor]       # [T_i] per request
-    positions: list[torch.Tensor]       # [T_i] per request
 
 
 @dataclass

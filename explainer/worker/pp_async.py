@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from explainer.worker.outputs import InputBatch
+from explainer.worker.input_batch import InputBatch
 from explainer.worker.pp_utils import PPHandler
 
 

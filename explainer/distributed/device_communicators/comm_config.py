@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass
 
 from explainer.distributed import phases
-from explainer.distributed.device_communicators.shm_mapping import DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES
+from explainer.distributed.device_communicators.shm import DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES
 from explainer.distributed.device_communicators.shm_segments import SHM_DIR
 from explainer.errors import UsageError
 from explainer.vocab import COMM_GATES
@@ -57,17 +57,6 @@ def _env_flag(name: str, default: bool, value: str | None = None) -> bool:
     if value.lower() in ("0", "false", "no", "off"):
         return False
     raise UsageError(f"{name}={value!r}: accepted values are 1/0, true/false, yes/no, on/off")
-
-
-def env_number(name: str, default: float, kind=float, minimum: float = 0) -> float:
-    """A numeric environment variable; a bad value names the variable and the accepted range."""
-    value = _env_text(name)
-    if value is None:
-        return default
-    number = _parsed(kind, value)
-    if number is None or not math.isfinite(number) or number <= minimum:
-        raise UsageError(f"{name}={value!r}: accepted are finite {kind.__name__} values > {minimum}")
-    return number
 
 
 def env_timeout(value: str | None = None, name: str = "EXPLAINER_COMM_TIMEOUT", default: float = 30.0) -> float:
