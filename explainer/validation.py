@@ -1,7 +1,7 @@
 """Input checks shared by every layer: each raises ``UsageError`` naming the bad value and the accepted range.
 
-``check_*`` take a Python value (library calls: ``EngineConfig``, ``sampler.generate``, ``LLMEngine.add_request``,
-the diffusers schedulers); ``parse_*`` take the text of a command-line flag (the ``commands`` and the training
+``check_*`` take a Python value (library calls: ``EngineConfig``, ``sampler.generate``, ``LLMEngine.add_request``);
+``parse_*`` take the text of a command-line flag (the ``commands`` and the training
 script), so ``python -m explainer ...`` exits 2 with one line instead of a traceback.
 """
 

@@ -1,10 +1,9 @@
-"""The canvas sampler: per-step primitives, the block-autoregressive loop, its recorder, and the diffusers
-schedulers (optional). ``explainer.sampler.<name>`` is the public face; the modules are
+"""The canvas sampler: per-step primitives, the block-autoregressive loop and its recorder.
+``explainer.sampler.<name>`` is the public face; the modules are
 
 * ``primitives``: temperature, entropy, entropy-bound acceptance, renoise, stopping, one denoising step;
 * ``loop``: ``generate`` (HF ``DiffusionGemmaGenerationMixin.generate``, token for token);
-* ``recorder``: what a ``generate`` call did, step by step;
-* ``diffusers_schedulers``: discrete DDIM and BlockRefinement as in diffusers (not re-exported).
+* ``recorder``: what a ``generate`` call did, step by step.
 """
 
 from explainer.sampler.loop import DiffusionLM, generate
