@@ -53,6 +53,7 @@ PROXY_KIT = "configurable-http-proxy-5.3.0-node_modules.tgz"
 BUILD = ["setuptools>=61"]              # pyproject.toml's build-system: builds the editable install offline
 MANIFEST = "manifest.json"
 FORMAT = 2                              # 2: the oldest patch release, each wheel's Requires-Python
+MAX_MANIFEST = 16 << 20                 # a kit's manifest is a few hundred KB
 
 
 class KitError(Exception):
@@ -369,6 +370,8 @@ def setup_command(t: dict) -> str:
 def read_manifest(folder: Path, manifest_sha256: str | None) -> tuple[dict, str]:
     """The manifest, checked against the published digest when one is given, and a line saying what was checked."""
     try:
+        if (folder / MANIFEST).stat().st_size > MAX_MANIFEST:
+            raise KitError(f"{folder / MANIFEST} is over {MAX_MANIFEST >> 20} MiB: not a kit's manifest")
         raw = (folder / MANIFEST).read_bytes()
     except FileNotFoundError:
         raise KitError(f"{folder} has no {MANIFEST}: not a wheelhouse (make one with: make wheelhouse "
@@ -428,16 +431,27 @@ def check_interpreter(folder: Path, manifest: dict) -> None:
 
 def copy_checked(src: Path, dest: Path | None, entry: dict) -> None:
     """``src`` is the file ``entry`` lists (size, sha256); with ``dest``, checked while it is copied there."""
-    if not src.is_file():
-        raise KitError(f"{src} is missing (the manifest lists it): copy the whole folder again")
-    h, size = hashlib.sha256(), 0
-    with open(src, "rb") as f, (open(dest, "xb") if dest else open(os.devnull, "wb")) as out:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-            size += len(block)
-            out.write(block)
-    if size != entry["bytes"] or h.hexdigest() != entry["sha256"]:
-        raise KitError(f"{src} is damaged (size or sha256 differs from the manifest): copy it again")
+    damaged = KitError(f"{src} is damaged (size or sha256 differs from the manifest): copy it again")
+    h, size, made = hashlib.sha256(), 0, False
+    try:
+        if not src.is_file():                   # a FIFO or a device is no kit file either
+            raise KitError(f"{src} is missing (the manifest lists it): copy the whole folder again")
+        if src.stat().st_size != entry["bytes"]:
+            raise damaged
+        with open(src, "rb") as f, (open(dest, "xb") if dest else open(os.devnull, "wb")) as out:
+            made = dest is not None
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+                size += len(block)
+                out.write(block)
+        if size != entry["bytes"] or h.hexdigest() != entry["sha256"]:
+            raise damaged
+    except (OSError, KitError) as exc:          # unreadable (another user's, a dangling link), DEST not writable
+        if made:                                # a copy that failed its check is not left where pip looks
+            dest.unlink(missing_ok=True)
+        if isinstance(exc, KitError):
+            raise
+        raise KitError(f"{src} cannot be copied: {exc.strerror or exc}: copy the kit again") from None
 
 
 def check_wheel(path: Path, listed_as: Path) -> None:

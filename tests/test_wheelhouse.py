@@ -15,6 +15,7 @@ unlisted wheel with a .pth payload beside them is never installed); a kit and a 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -137,7 +138,7 @@ def small_kit(tmp_path: Path, requires_python: str | None = None, folder: str = 
 
 
 def setup_with(kit: Path, tmp_path: Path, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(["scripts/setup.sh", "lab"], cwd=REPO, capture_output=True, text=True, timeout=120,
+    return subprocess.run(["scripts/setup.sh", "lab"], cwd=REPO, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "VENV": str(tmp_path / "venv"), "WHEELHOUSE": str(kit), **env})
 
 
@@ -183,6 +184,30 @@ def test_a_kit_with_a_wheel_this_patch_release_cannot_install_is_refused_in_one_
     (kit / "manifest.json").write_text(json.dumps(manifest))
     older = subprocess.run([*SCRIPT, "verify", str(kit)], capture_output=True, text=True, timeout=60)
     assert older.returncode == 2 and "serves Python" in older.stderr and "OLDEST_PYTHON=" in older.stderr
+
+
+def test_a_manifest_naming_files_outside_the_kit_or_unreadable_ones_is_refused_in_one_line(tmp_path):
+    """What a hostile stick could hold: a listed name that climbs out of the folder, a listed file that is a link to
+    one this user cannot read, a FIFO that would block a reader. Each: one line, exit 2, no traceback, nothing
+    staged."""
+    kit = small_kit(tmp_path)
+    good = json.loads((kit / "manifest.json").read_text())
+    secret = tmp_path / "secret.whl"
+    secret.write_bytes(b"x" * 10)
+    secret.chmod(0)
+    os.mkfifo(kit / "fifo.whl")
+    (kit / "link.whl").symlink_to(secret)
+    for i, (name, says) in enumerate((("../secret.whl", "outside the kit folder"), ("fifo.whl", "is missing"),
+                                      ("link.whl", "cannot be copied" if os.geteuid() else "is damaged"))):
+        manifest = copy.deepcopy(good)
+        manifest["files"][0] = dict(manifest["files"][0], file=name, bytes=10)
+        (kit / "manifest.json").write_text(json.dumps(manifest))
+        dest = tmp_path / f"dest-{i}"
+        dest.mkdir()
+        out = subprocess.run([*SCRIPT, "stage", str(kit), str(dest)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, (name, out.stderr)
+        assert not list(dest.iterdir()), (name, list(dest.iterdir()))
+    secret.chmod(0o600)
 
 
 def test_collect_refuses_an_oldest_release_of_another_minor_version():
