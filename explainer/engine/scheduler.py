@@ -117,7 +117,10 @@ class Scheduler:
 
 
 class AsyncScheduler(Scheduler):
-    """vLLM's batch queue: a request with a step in flight is skipped until that step's output returns."""
+    """A request with a step in flight is skipped until that step's output returns, so with ``pp_size`` steps in
+    flight its next step comes ``pp_size`` steps later. vLLM's ``AsyncScheduler`` reaches that cadence another way:
+    it schedules the request again, with output placeholders, exactly ``pp_size`` steps later
+    (``0.32.0 v1/core/sched/async_scheduler.py:55-57 self.current_step + self.decode_stagger``)."""
 
     def __init__(self, config):
         super().__init__(config)
