@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from explainer.workshop import catalog, jail
+from explainer.workshop import catalog, jail, process_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not jail.available()[0], reason=f"no jail here: "
                                                                                     f"{jail.available()[1]}")]
@@ -210,8 +210,7 @@ def test_a_killed_grader_leaves_nothing_after_the_next_run(pkg, tmp_path):
     while markers(RUN + "41") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert markers(RUN + "41") == []                          # the jail died with the check, the check with the grader
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    left = list(tmp.glob(f"explainer-workshop-{grader.pid}-*"))
+    left = list(Path(process_group.sweep_root()).glob(f"{process_group.PREFIX}{grader.pid}-*"))
     assert left, "the killed grader left no work folder: the sweep below would prove nothing"
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
@@ -250,7 +249,7 @@ def test_ctrl_c_during_a_folder_prints_the_finished_rows_and_exits_130(pkg, tmp_
     assert any(r.startswith("a_stub.py") and " FAIL " in r for r in rows)
     assert not any(r.startswith(("b_slow.py", "c_stub.py")) for r in rows) and rows[-1] == "0/1 passed"
     assert "interrupted: 1 of 3 file(s) graded" in err and "Traceback" not in err
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"explainer-workshop-{grader.pid}-*"))
+    assert not list(Path(process_group.sweep_root()).glob(f"{process_group.PREFIX}{grader.pid}-*"))
 
 
 @pytest.mark.parametrize("exercise", list(catalog.EXERCISES))

@@ -16,7 +16,7 @@ import resource
 import time
 from types import ModuleType
 
-from explainer.workshop import learner, progress
+from explainer.workshop import learner, private_dir, progress
 from explainer.workshop.jail.channel import LearnerProcess
 from explainer.workshop.jail.warm import Spawned
 from explainer.workshop.report import LearnerError, Report
@@ -55,7 +55,7 @@ def run(ex: ModuleType, code: learner.LearnerCode, spawned: Spawned, workdir: st
     data = report.to_json()
     data["picture"], data["output"] = report.picture, report.output
     tmp = os.path.join(workdir, "result.json.tmp")
-    with open(tmp, "w") as f:
+    with os.fdopen(private_dir.create(tmp), "w") as f:               # a new file: never through a link
         json.dump(data, f)
     os.replace(tmp, os.path.join(workdir, "result.json"))
     return 0

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -35,10 +36,11 @@ from pathlib import Path
 import torch
 
 from explainer.distributed.procs import die_with_parent
-from explainer.workshop import catalog, check_process, learner, process_group
+from explainer.workshop import catalog, check_process, learner, private_dir, process_group
 from explainer.workshop.jail.warm import JailError, Spawned, WarmJail
 from explainer.workshop.report import Report
 
+MAX_RESULT = 256 << 20  # bytes of a check's result.json (its picture: traces of a real run)
 GRACE = 5.0            # seconds past a learner phase's own budget before the watchdog ends the group
 
 
@@ -86,7 +88,7 @@ class Grader:
     def check(self, exercise_id: str, code: learner.LearnerCode, env: dict | None = None) -> Report:
         about = catalog.get(exercise_id)
         self.warm(about.id)
-        work = Path(tempfile.mkdtemp(prefix=f"{process_group.PREFIX}{os.getpid()}-"))
+        work = Path(tempfile.mkdtemp(prefix=f"{process_group.PREFIX}{os.getpid()}-", dir=process_group.sweep_root()))
         t0, seen, pid = time.monotonic(), set(), None
         try:
             try:
@@ -123,7 +125,7 @@ class Grader:
                 self.jail.spare.close()
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
-            fd = os.open(work / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = private_dir.create(str(work / "output.txt"))
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.close(fd)
@@ -177,11 +179,10 @@ def _reap(pid: int) -> None:
 
 
 def _last_phase(path: Path) -> dict | None:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
+    data = private_dir.read_small(str(path), 1 << 20)          # never a FIFO, never through a link
+    if data is None:
         return None
-    for line in reversed(lines):
+    for line in reversed(data.decode("utf-8", errors="replace").splitlines()):
         try:
             return json.loads(line)
         except json.JSONDecodeError:
@@ -192,11 +193,14 @@ def _last_phase(path: Path) -> dict | None:
 def _tail(path: Path, limit: int = 2000) -> str:
     """The end of the check process's own output (trusted code: tracebacks of an internal error)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - limit))
-            return f.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | private_dir.NOFOLLOW)
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        f.seek(max(0, os.fstat(fd).st_size - limit))
+        return f.read(limit).decode("utf-8", errors="replace")
 
 
 def _report(exercise: str, code, killed: str | None, status: int | None, work: Path, seconds: float) -> Report:
@@ -205,8 +209,9 @@ def _report(exercise: str, code, killed: str | None, status: int | None, work: P
     if killed:
         return Report(exercise, "fail", reason=killed, source=code.origin, function=code.function,
                       seconds=seconds, output=output)
-    if result.exists():
-        report = Report.from_json(json.loads(result.read_text()))
+    data = private_dir.read_small(str(result), MAX_RESULT)
+    if data is not None:
+        report = Report.from_json(json.loads(data))
         report.seconds = seconds
         return report
     last = _last_phase(work / "progress.jsonl")

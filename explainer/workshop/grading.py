@@ -9,13 +9,15 @@ failure, and the next file is graded. An interrupt keeps the rows already finish
 
 Names and reasons are shown through ``shown.inert`` (a file name may hold escape sequences, newlines or bytes
 that are not UTF-8), so each row is one line of the grader's own text; ``write_csv`` also neutralizes
-spreadsheet formulas (``shown.csv_cell``) and writes the whole gradebook or nothing.
+spreadsheet formulas (``shown.csv_cell``) and writes the whole gradebook or nothing, through a temporary file
+made exclusively (never through a planted link).
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,12 +131,17 @@ def summary_json(exercise_id: str, rows: list[Row]) -> dict:
 
 def write_csv(path: str | Path, exercise_id: str, rows: list[Row]) -> None:
     """The gradebook, one row per entry: submission, exercise, verdict, first failing check, reason, seconds.
-    Written whole to a temporary file beside ``path``, then moved into place; ``UsageError`` names the file
-    when it cannot be written."""
+    Written whole to a new temporary file beside ``path`` (``mkstemp``: a random name, created exclusively, never
+    through a link a learner planted in a shared folder), then renamed over ``path`` (a symlink at ``path`` is
+    replaced, not followed). ``UsageError`` names the file when it cannot be written."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = None
     try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)                        # as an ordinary new file would be
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(["submission", "exercise", "verdict", "first failing check", "reason", "seconds"])
             for row in rows:
@@ -144,8 +151,9 @@ def write_csv(path: str | Path, exercise_id: str, rows: list[Row]) -> None:
                 w.writerow([csv_cell(c) for c in cells])
         os.replace(tmp, path)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise UsageError(f"cannot write the gradebook {inert(str(path))!r}: {exc.strerror or exc}") from None

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 
+from explainer.workshop import private_dir
 from explainer.workshop.learner import budget
 
 _PATH: list[str] = []
 
 
 def start(path: str) -> None:
+    os.close(private_dir.create(path))                  # a new file of its own (never through a link)
     _PATH[:] = [path]
 
 
 def phase(name: str, learner_code: bool = False, seconds: float | None = None) -> None:
     if not _PATH:
         return
-    with open(_PATH[0], "a") as f:
+    with os.fdopen(os.open(_PATH[0], os.O_WRONLY | os.O_APPEND | private_dir.NOFOLLOW), "a") as f:
         f.write(json.dumps({"t": time.time(), "phase": name, "learner": learner_code,
                             "budget": seconds if seconds is not None else budget()}) + "\n")
 

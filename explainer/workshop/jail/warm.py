@@ -25,10 +25,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from explainer.workshop import private_dir
 from explainer.workshop.jail import limits, view
 
 STARTUP = 90.0                   # seconds for the warm process to import torch and the exercises (a loaded machine)
-WORK_PREFIX = "explainer-workshop-"     # + the grading process's pid: its folders (a later session sweeps them)
+WORK_PREFIX = "workshop-"      # + the grading process's pid: its folders in private_dir.root() (a later session sweeps them)
 # one message per send, with its file descriptors; macOS has no SOCK_SEQPACKET for Unix sockets
 CONTROL = socket.SOCK_SEQPACKET if sys.platform.startswith("linux") else socket.SOCK_DGRAM
 
@@ -104,7 +105,7 @@ class WarmJail:
             self._start()
             self._answer(60.0)
         if not self.isolated and self.scratch is None:
-            self.scratch = tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-learner-")
+            self.scratch = tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-learner-", dir=private_dir.root())
         self._answer(STARTUP)
         self.ready = True
         self.covers = view.special_files(self.scan) if self.isolated else []
