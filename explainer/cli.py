@@ -5,12 +5,15 @@ Each command module exposes ``HELP`` (one line), ``configure(parser)`` and ``run
 is skipped). Only the command being run is configured, so ``room serve`` never imports torch.
 Bad input raises ``UsageError`` (or ``ValueError``) and becomes a one-line message with exit code 2.
 Ctrl-C or SIGTERM ends the rank processes, the forkserver and the resource tracker and exits 130 with
-one line; a closed pipe (``... | head``) exits quietly (141, as a process killed by SIGPIPE).
+one line; a closed pipe (``... | head``) exits quietly (141, as a process killed by SIGPIPE). A terminal whose
+encoding cannot show the marks (✓ ✗ · –: a Latin-1 or ASCII console) gets them in plain letters (``PLAIN``), so
+a verdict is printed whatever the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import multiprocessing.util
 import os
@@ -21,6 +24,32 @@ import threading
 
 import explainer.commands as commands
 from explainer.errors import UsageError
+
+
+PLAIN = {"✓": "ok", "✗": "x", "·": "-", "–": "-", "—": "-", "→": "->", "←": "<-", "×": "x", "…": "...",
+         "≤": "<=", "≥": ">=", "≠": "!=", "●": "*", "↻": "~", "⏸": "||", "▸": ">", "≈": "~"}
+
+
+def _plain(exc: UnicodeError):
+    """The codec error handler ``explainer-plain``: a mark the terminal cannot show, in plain letters (else ?)."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(PLAIN.get(ch, "?") for ch in exc.object[exc.start:exc.end]), exc.end
+
+
+codecs.register_error("explainer-plain", _plain)
+
+
+def _plain_terminal() -> None:
+    """stdout and stderr that cannot encode the marks write them in plain letters instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "".join(PLAIN).encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError, AttributeError):
+            try:
+                stream.reconfigure(errors="explainer-plain")
+            except (AttributeError, ValueError, OSError):
+                pass
 
 
 def _command_modules(only: str | None = None):
@@ -70,6 +99,7 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)     # the real CLI: SIGTERM ends like Ctrl-C
+        _plain_terminal()
     try:
         code = _main(argv)
         sys.stdout.flush()                                # a closed pipe shows here, not at interpreter exit

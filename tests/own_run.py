@@ -84,7 +84,8 @@ class Run:
     proc: subprocess.CompletedProcess
     processes: list[str]                 # command lines still running after the command and the settling time
     shm: list[str] | None                # the private /dev/shm's entries at the end (None: not root, not private)
-    tmp: list[str]                       # what is left in the command's own TMPDIR
+    tmp: list[str]                       # what is left in the command's own TMPDIR (this user's private grading
+                                         # folder, explainer-UID, is kept: what is left inside it counts)
 
     def left(self) -> dict:
         """Everything this run left behind (empty lists when nothing)."""
@@ -103,4 +104,8 @@ def run_own(argv: list[str], folder: Path, env: dict | None = None, settle: floa
         raise RuntimeError(f"the watcher ended without its report (exit {proc.returncode}): {proc.stderr!r:.2000}")
     seen = json.loads(report.read_text())
     report.unlink()
-    return Run(proc, seen["processes"], seen["shm"], sorted(os.listdir(tmp)))
+    private = f"explainer-{os.geteuid()}"
+    left = [n for n in os.listdir(tmp) if n != private]
+    if (tmp / private).is_dir():
+        left += [f"{private}/{n}" for n in os.listdir(tmp / private)]
+    return Run(proc, seen["processes"], seen["shm"], sorted(left))

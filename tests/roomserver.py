@@ -19,6 +19,7 @@ from explainer.workshop import catalog
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0
+ONE_MACHINE_ROOM = ("--seats-per-client", "60")    # one machine plays a room of 30 laptops (each its own client)
 
 
 class Board:

@@ -19,7 +19,8 @@ import pytest
 from explainer.room import client
 from explainer.workshop import catalog
 from explainer.room.board import intake, store as store_mod
-from roomserver import FAIL_ACCEPT, PASS_ACCEPT, REPO, SIMULATED, expected_summary, fill_room, report, room_server
+from roomserver import (FAIL_ACCEPT, ONE_MACHINE_ROOM, PASS_ACCEPT, REPO, SIMULATED, expected_summary, fill_room, report,
+                        room_server)
 
 pytestmark = pytest.mark.slow
 ROUTES = [("GET", "/"), ("GET", "/api/summary"), ("GET", "/api/board"), ("GET", "/api/events"),
@@ -28,7 +29,7 @@ ROUTES = [("GET", "/"), ("GET", "/api/summary"), ("GET", "/api/board"), ("GET", 
 
 def test_thirty_seats_at_once_the_summary_is_exact_and_a_restart_keeps_it(tmp_path):
     db = tmp_path / "room.sqlite3"
-    with room_server(db) as board:
+    with room_server(db, *ONE_MACHINE_ROOM) as board:
         assert board.url.startswith("http://127.0.0.1:")
         assert board.lines[-2] == ("learners run, in their explainer folder: .venv/bin/python -m explainer room join "
                                    f"'{board.url}' --seat <name>")      # as printed: tests/test_join_line.py
@@ -40,7 +41,7 @@ def test_thirty_seats_at_once_the_summary_is_exact_and_a_restart_keeps_it(tmp_pa
     assert first == expected_summary()
     assert first["seats"] == 30 and first["exercises"]["accept"]["top_failure"] == {"check": "distinct values",
                                                                                      "count": 9}
-    with room_server(db) as again:                       # a restart: same token, same room
+    with room_server(db, *ONE_MACHINE_ROOM) as again:    # a restart: same token, same room
         assert again.token == token
         assert again.summary() == first
         rows = {r["seat"]: r for r in again.api("/api/board")[1]["seats"]}
@@ -121,12 +122,12 @@ def test_the_event_stream_sends_the_board_then_each_change(tmp_path):
 def test_the_room_is_bounded_by_its_seats(monkeypatch, tmp_path):
     monkeypatch.setattr(store_mod, "MAX_SEATS", 3)
     s = store_mod.Store(str(tmp_path / "r.sqlite3"), ["accept"])
-    keys = [s.claim(f"s{i}", None, "10.0.0.1", True, 0.0) for i in range(3)]
+    keys = [s.claim(f"s{i}", None, "10.0.0.1", 0.0, counted=False) for i in range(3)]
     for i in range(3):
         s.add({"seat": f"s{i}", "exercise": "accept", "passed": False, "failure": "ties", "time": 0.0}, 0.0)
     with pytest.raises(store_mod.RoomFull):
-        s.claim("s3", None, "10.0.0.1", True, 0.0)
-    assert s.claim("s0", keys[0], "10.0.0.9", False, 0.0) is None                                   # known seat
+        s.claim("s3", None, "10.0.0.1", 0.0, counted=False)
+    assert s.claim("s0", keys[0], "10.0.0.9", 0.0) is None                                   # known seat
     s.add({"seat": "s0", "exercise": "accept", "passed": True, "failure": None, "time": 0.0}, 0.0)
     assert s.db.execute("SELECT count(*) FROM latest").fetchone()[0] == 3
     assert s.summary()["exercises"]["accept"] == {"passed": 1, "tried": 3, "top_failure": {"check": "ties", "count": 2}}
@@ -204,14 +205,14 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path):
 
 def test_a_lan_board_warns_and_names_the_address(capsys):
     from explainer.commands import room
-    room.announce("0.0.0.0")(8765, "T")
+    room.announce("0.0.0.0")(8765, "T", "K")
     out, err = capsys.readouterr()
     assert "warning: listening on 0.0.0.0" in err and "http://0.0.0.0" not in out
     assert out.splitlines()[0].startswith("room board: http://") and out.splitlines()[0].endswith(":8765/?token=T")
 
 
 def test_concurrent_posts_through_the_client_all_arrive(tmp_path, monkeypatch):
-    with room_server(tmp_path / "room.sqlite3") as board:
+    with room_server(tmp_path / "room.sqlite3", *ONE_MACHINE_ROOM) as board:
         monkeypatch.setenv("EXPLAINER_ROOM", board.url)
         threads = [client.report_verdict("accept", i % 2 == 0, "ties", seat=f"p{i}") for i in range(40)]
         for t in threads:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from labserver import CHROMIUM, chromium_page
-from roomserver import SIMULATED, expected_summary, fill_room, room_server
+from roomserver import ONE_MACHINE_ROOM, SIMULATED, expected_summary, fill_room, room_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")]
@@ -24,7 +24,7 @@ def _card(page, exercise: str) -> str:
 def test_the_board_shows_the_room_and_updates_live(tmp_path, monkeypatch):
     db = tmp_path / "room.sqlite3"
     expected = expected_summary()
-    with room_server(db) as board, chromium_page() as page:
+    with room_server(db, *ONE_MACHINE_ROOM) as board, chromium_page() as page:
         outside, errors = [], []
         page.on("request", lambda r: None if r.url.startswith("http://127.0.0.1") else outside.append(r.url))
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -62,7 +62,7 @@ def test_the_board_shows_the_room_and_updates_live(tmp_path, monkeypatch):
         assert page.goto(board.url.replace("token=", "token=wrong")).status == 403
         assert page.goto(board.base + "/").status == 401
 
-    with room_server(db) as again, chromium_page() as page:         # a restart keeps the board
+    with room_server(db, *ONE_MACHINE_ROOM) as again, chromium_page() as page:         # a restart keeps the board
         page.goto(again.url)
         page.wait_for_function("() => document.body.dataset.seq !== '-1'", timeout=20_000)
         assert page.locator("tbody tr").count() == 30

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from explainer.room import client
+from explainer.room import client, seat_names
 from explainer.room.board import guard, intake
-from roomserver import REPO, report, room_server
+from roomserver import ONE_MACHINE_ROOM, REPO, report, room_server
 
 pytestmark = pytest.mark.slow
 BOUND = 40.0                       # seconds: the whole flood test, whatever the server does
@@ -64,7 +64,7 @@ def test_a_flood_from_one_client_neither_blocks_the_room_nor_fills_the_log(tmp_p
     """Hostile 127.0.0.2: 300 connections, slow bodies without a token, slow bodies with it, idle ones. The
     real room on 127.0.0.1 posts 30 seats through the learners' client meanwhile: every report lands at once."""
     t_end = time.monotonic() + BOUND
-    with room_server(tmp_path / "room.sqlite3") as board:
+    with room_server(tmp_path / "room.sqlite3", *ONE_MACHINE_ROOM) as board:
         held, refused = [], 0
         for i in range(300):
             try:
@@ -198,15 +198,29 @@ def test_a_seat_belongs_to_who_claimed_it_and_look_alikes_are_refused(tmp_path):
         assert _post(again, "/api/report", report("accept", True, None, "alice", seat_key=key))[0] == 200
 
 
-def test_one_client_claims_a_bounded_number_of_seats_the_boards_machine_any(tmp_path):
+def test_one_client_claims_a_bounded_number_of_seats_the_instructors_folder_any(tmp_path):
     with room_server(tmp_path / "room.sqlite3", "--seats-per-client", "3") as board:
         codes = [_post(board, "/api/report", report("accept", False, "ties", f"fake-{i}"), source=HOSTILE[0])[0]
                  for i in range(6)]
         assert codes == [200, 200, 200, 429, 429, 429]
         assert _post(board, "/api/report", report("accept", True, None, "real"), source=HOSTILE[1])[0] == 200
-        own = [_post(board, "/api/report", report("accept", True, None, f"handin-{i}"))[0] for i in range(10)]
-        assert own == [200] * 10                             # the instructor grading a folder on the board's machine
-        assert board.summary()["seats"] == 3 + 1 + 10
+        key = client.instructor_key(board.url)                  # room serve kept it for this user
+        assert key and key not in "".join(board.lines)          # never printed
+        wrong = [_post_as(board, report("accept", True, None, f"guess-{i}"), "x" * 32) for i in range(4)]
+        own = [_post_as(board, report("accept", True, None, f"handin-{i}"), key) for i in range(10)]
+        assert wrong == [200, 200, 200, 429] and own == [200] * 10   # the instructor grading a folder
+        assert board.summary()["seats"] == 3 + 1 + 3 + 10
+
+
+def _post_as(board, body: bytes, instructor: str) -> int:
+    host, port = _host_port(board)
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.request("POST", f"/api/report?token={board.token}", body=body,
+                     headers={"Content-Type": "application/json", client.INSTRUCTOR_HEADER: instructor})
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def test_one_board_per_database_and_the_file_is_private(tmp_path):
@@ -273,4 +287,98 @@ def test_the_log_is_one_line_a_second_without_the_token():
                                         ("ﬁne", "fine")])
 def test_seat_names_are_normalized(name, kept):
     assert intake.seat_name(name) == kept == client.clean_seat(name)
-    assert intake.skeleton("\u0410\u0430") == intake.skeleton("Aa") == "aa"
+    assert seat_names.looks("\u0410\u0430") & seat_names.looks("Aa") == {"aa"}
+
+
+# ---- the third hostile round: the board lies to nobody ------------------------------------------------------
+INVISIBLE = {"a combining grapheme joiner": "alice\u034f", "a Khmer inherent vowel": "alice\u17b4",
+             "a Hangul filler": "alice\u3164", "a Braille blank": "alice\u2800", "a tag character": "alice\U000e0061",
+             "a variation selector": "alice\ufe0f", "a soft hyphen": "al\u00adice"}
+LOOKS_TAKEN = {"capital I for l": "aIice", "capital A, capital I": "AIice", "digit 1 for l": "a1ice",
+               "a vertical line for l": "a|ice", "Cyrillic small a and e": "\u0430lic\u0435"}
+
+
+@pytest.mark.parametrize("what, name", list(INVISIBLE.items()))
+def test_a_name_with_an_invisible_or_blank_character_is_refused(what, name):
+    """What renders as "alice" is not a second seat: default-ignorable and blank code points are refused, by the
+    board and by the learner's own ``room join`` before anything is sent."""
+    with pytest.raises(intake.Refused) as exc:
+        intake.seat_name(name)
+    assert exc.value.status == 400 and "U+" in str(exc.value), what
+    with pytest.raises(ValueError):
+        client.clean_seat(name)
+
+
+def test_seats_are_compared_by_what_a_person_sees(tmp_path):
+    with room_server(tmp_path / "room.sqlite3", *ONE_MACHINE_ROOM) as board:
+        assert _post(board, "/api/join", json.dumps({"seat": "alice", "seat_key": None}).encode())[0] == 200
+        for what, name in {**INVISIBLE, **LOOKS_TAKEN}.items():
+            status, answer = _post(board, "/api/join", json.dumps({"seat": name, "seat_key": None}).encode())
+            assert status in (400, 409) and "error" in answer, (what, status, answer)
+        for name in ("Oscar", "0scar", "jim", "jirn"):                          # O/0 and m/rn, TR39's own pairs
+            _post(board, "/api/join", json.dumps({"seat": name, "seat_key": None}).encode())
+        distinct = ["ali", "all", "ivan", "lvan", "eve"]                        # what looks different stays allowed
+        codes = [_post(board, "/api/join", json.dumps({"seat": n, "seat_key": None}).encode())[0] for n in distinct]
+        rows = [r["seat"] for r in board.api("/api/board")[1]["seats"]]
+    assert codes == [200] * len(distinct)
+    assert rows == ["ali", "alice", "all", "eve", "ivan", "jim", "lvan", "Oscar"], rows
+
+
+def test_a_failure_is_one_of_the_exercises_own_check_names(tmp_path):
+    """Three seats of one laptop post a message as their failure: refused, and the projector's headline shows
+    only what the exercise's checks are called."""
+    note = "checker broken - skip accept, answers at bit.ly/xyz"
+    with room_server(tmp_path / "room.sqlite3") as board:
+        codes = [_post(board, "/api/report", report("accept", False, note, f"spam-{i}"))[0] for i in range(3)]
+        assert _post(board, "/api/report", report("accept", False, "ties", "ada"))[0] == 200
+        assert _post(board, "/api/report", report("accept", False, "time limit", "bo"))[0] == 200
+        assert _post(board, "/api/report", report("sync-fields", False, "ties", "cy"))[0] == 400   # not its check
+        summary = board.summary()
+    assert codes == [400] * 3
+    assert summary["exercises"]["accept"]["top_failure"]["check"] in ("ties", "time limit")
+    assert summary["seats"] == 2
+
+
+def test_the_seat_cap_holds_for_every_client_the_boards_machine_too(tmp_path):
+    """One local user cannot take the room: the board's own machine claims at most N seats like any client."""
+    with room_server(tmp_path / "room.sqlite3", "--seats-per-client", "3") as board:
+        own = [_post(board, "/api/join", json.dumps({"seat": f"local-{i}", "seat_key": None}).encode())[0]
+               for i in range(6)]
+        assert own == [200, 200, 200, 429, 429, 429]
+        assert board.summary()["seats"] == 3
+
+
+def test_the_newest_report_wins_by_its_time(tmp_path):
+    """A pass made at 10:00:05 and a fail made at 10:00:00 that arrives later: the board shows the pass."""
+    with room_server(tmp_path / "room.sqlite3") as board:
+        now = time.time()
+        status, first = _post(board, "/api/report", report("accept", True, None, "ada", time=now))
+        assert status == 200
+        late = report("accept", False, "ties", "ada", time=now - 5, seat_key=first["seat_key"])
+        assert _post(board, "/api/report", late)[0] == 200
+        cells = {r["seat"]: r["cells"] for r in board.api("/api/board")[1]["seats"]}
+    assert cells["ada"]["accept"] == {"passed": True, "failure": None, "attempts": 2}
+
+
+def test_the_favicon_request_is_answered_quietly(tmp_path):
+    with room_server(tmp_path / "room.sqlite3") as board:
+        status, _ = board.api("/favicon.ico", token=None)
+        page = board.api("/")[1]
+    assert status in (200, 204)
+    assert 'rel="icon"' in page
+    assert "/favicon.ico" not in _stderr(tmp_path)
+
+
+def test_an_endless_loop_shows_on_the_board_as_the_time_limit(tmp_path):
+    """The board names the limit in words ("time limit"), never a bare "limit"; every failure it can show is one of
+    the exercise's check names or a known kind."""
+    loop = tmp_path / "loop.py"
+    loop.write_text("def entropy_bound_accept(entropy, bound):\n    while True:\n        pass\n")
+    with room_server(tmp_path / "room.sqlite3") as board:
+        env = {**os.environ, "EXPLAINER_ROOM": board.url, "EXPLAINER_SEAT": "looper",
+               "EXPLAINER_WORKSHOP_BUDGET": "2", "PYTHONPATH": str(REPO)}
+        out = subprocess.run([sys.executable, "-m", "explainer", "workshop", "check", "accept", str(loop)],
+                             capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+        cells = {r["seat"]: r["cells"] for r in board.api("/api/board")[1]["seats"]}
+    assert out.returncode == 1 and "room: report not sent" not in out.stderr, out.stderr
+    assert cells["looper"]["accept"]["failure"] == "time limit"

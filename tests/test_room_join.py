@@ -114,10 +114,42 @@ def test_the_notebook_joins_with_one_call(tmp_path, monkeypatch):
     from explainer.room import join
     with room_server(tmp_path / "room.sqlite3") as board:
         out = join(board.url, seat="nb-seat")
-        assert out["status"] == 200 and client.room() == board.url and client.seat_name() == "nb-seat"
-        assert client.seat_key(board.url, "nb-seat") == out["answer"]["seat_key"]
+        assert out.joined and client.room() == board.url and client.seat_name() == "nb-seat"
+        key = client.seat_key(board.url, "nb-seat")
+        assert key and key not in repr(out) + str(vars(out)) + json.dumps(client.LAST)
         client.report_verdict("accept", False, "ties", wait=True)
         assert _cells(board)["nb-seat"]["accept"]["failure"] == "ties"
+        assert key not in json.dumps(client.LAST)
+
+
+def test_a_notebooks_join_shows_and_stores_no_secret(tmp_path):
+    """The documented cell, run in a real kernel and saved: the .ipynb holds neither the seat key nor the room
+    token in any output. (Before: the cell's output was the board's answer, seat key included, and another
+    process posted a pass as that seat with only the saved file.)"""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    laptop = _machine(tmp_path, "laptop")
+    with room_server(tmp_path / "room.sqlite3") as board:
+        nb = nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell("from explainer.room import join\n"
+                                      f"join({board.url!r}, seat='ada')"),
+            nbformat.v4.new_code_cell(f"out = join({board.url!r}, seat='ada')\nprint(out)\nout")])
+        old = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "PYTHONPATH")}
+        os.environ.update(XDG_CONFIG_HOME=laptop["XDG_CONFIG_HOME"], PYTHONPATH=str(REPO))
+        try:
+            nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        finally:
+            for k, v in old.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        saved = tmp_path / "joined.ipynb"
+        nbformat.write(nb, saved)
+        key = json.loads((Path(laptop["XDG_CONFIG_HOME"]) / "explainer" / "room.json").read_text())["keys"][board.url]["ada"]
+        outputs = json.dumps([c["outputs"] for c in json.loads(saved.read_text())["cells"]])
+        assert "joined http://127.0.0.1:" in outputs and "'ada'" in outputs
+        assert key not in outputs and board.token not in outputs
+        forged = client.post(client.report_url(board.url), {"exercise": "accept", "passed": True, "failure": None,
+                                                              "seat": "ada", "time": time.time(), "seat_key": None})
+        assert forged.get("status") == 403                       # the file gives another process nothing to post with
 
 
 def test_the_boards_database_defaults_outside_the_checkout(tmp_path):

@@ -178,7 +178,8 @@ def test_the_answer_channel_is_bounded_and_checked(pkg, name, reason):
 
 def test_the_jail_holds_no_secret_and_no_way_out(pkg):
     """The grader's environment (a joined room's address and token) never reaches the learner's process, and
-    limits, pid 1, the root, uid 0, the network, Unix sockets and io_uring are all refused."""
+    limits, pid 1, the root, uid 0, the network, Unix, vsock (to the host, across namespaces) and netlink sockets
+    and io_uring are all refused."""
     secret = "SECRET-TOKEN-4242"
     env = {**os.environ, "PYTHONPATH": str(pkg), "EXPLAINER_WORKSHOP_BUDGET": "3", "GRADER_SECRET": secret,
            "EXPLAINER_ROOM": f"http://127.0.0.1:9/?token={secret}", "EXPLAINER_SEAT": "alice"}
@@ -190,7 +191,8 @@ def test_the_jail_holds_no_secret_and_no_way_out(pkg):
     assert secret not in line and not [k for k in got["environ"] if k.startswith("EXPLAINER_")]
     assert "a room's address seen" not in line
     tries = {k: v for k, v in got.items() if k != "environ" and not k.startswith("/proc/")}
-    assert len(tries) == 7 and all(v.startswith("refused") for v in tries.values()), tries
+    assert len(tries) == 9 and all(v.startswith("refused") for v in tries.values()), tries
+    assert all("Permission denied" in tries[k] for k in ("unix socket", "vsock to the host", "netlink socket")), tries
 
 
 def test_a_killed_grader_leaves_nothing_after_the_next_run(pkg, tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,9 @@ GOAL_RPS, GOAL_P95 = 100.0, 1.0
 
 
 def _start(db: Path):
-    proc = subprocess.Popen([sys.executable, "-m", "explainer", "room", "serve", "--port", "0", "--db", str(db)],
+    proc = subprocess.Popen([sys.executable, "-m", "explainer", "room", "serve", "--port", "0", "--db", str(db),
+                             "--seats-per-client", str(SEATS)],        # one machine plays the whole room
+                            env={**os.environ, "XDG_CONFIG_HOME": str(db.parent / "config")},   # not the user's
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()                       # "room board: URL" (the server prints it when bound)
     if not line.startswith("room board: "):

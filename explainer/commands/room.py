@@ -7,7 +7,9 @@ NAME``: the interpreter of the venv `make lab` built, so it works with no venv a
 room kept in the ``--db`` file: a restart shows the same board, same token). The file defaults to this user's
 state folder (``$XDG_STATE_HOME/explainer/room.sqlite3``, else ``~/.local/state/...``), outside any checkout;
 it is created 0600 and one board at a time serves it (a second refuses in one line). Loopback by default;
-``--listen`` (e.g. ``0.0.0.0``) for a LAN, with a warning line.
+``--listen`` (e.g. ``0.0.0.0``) for a LAN, with a warning line. Every client (address), this machine too, claims
+at most ``--seats-per-client`` new seats; the board's instructor key, kept in this user's room settings
+(``room.client``), lets this user's folder grading (``workshop check ID DIR``) claim a seat per hand-in.
 
 ``join URL --seat NAME`` keeps the room and the seat for this user (``room.client``; outside the repository)
 and claims the seat on the board, whose key is kept beside them: every later check, in a terminal or any
@@ -23,7 +25,6 @@ import os
 import shlex
 import socket
 import sys
-import urllib.parse
 
 from explainer.errors import UsageError
 from explainer.room import client
@@ -59,7 +60,8 @@ def configure(parser):
     parser.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
                         help="address to listen on (default 127.0.0.1; 0.0.0.0 for a LAN)")
     parser.add_argument("--seats-per-client", default="3", metavar="N",
-                        help="new seats one client address may claim (default 3; the board's own machine: any)")
+                        help="new seats one client address may claim, this machine's too (default 3; this user's "
+                             "folder grading: any)")
 
 
 def listen_address(listen: str) -> str:
@@ -80,7 +82,7 @@ def lan_address() -> str:
 
 
 def announce(listen: str):
-    def on_ready(port: int, token: str) -> None:
+    def on_ready(port: int, token: str, instructor: str) -> None:
         loopback = ipaddress.ip_address(listen).is_loopback
         host = listen if loopback or not ipaddress.ip_address(listen).is_unspecified else lan_address()
         host = f"[{host}]" if ":" in host else host
@@ -88,16 +90,15 @@ def announce(listen: str):
         if not loopback:
             print(f"warning: listening on {listen}: anyone on this network who has the URL can read the board "
                   "and post to it (plain HTTP)", file=sys.stderr)
+        try:
+            client.keep_instructor_key(url, instructor)      # this user's folder grading is not capped
+        except OSError as exc:
+            print(f"warning: the instructor key could not be kept in {client.settings_path()} ({exc.strerror}); "
+                  f"grading a folder here claims at most --seats-per-client seats", file=sys.stderr)
         print(f"room board: {url}")
         print(f"learners run, in their explainer folder: {LEARNER_PYTHON} -m explainer room join '{url}' --seat <name>")
         print("stop: Ctrl-C (the room is kept in the --db file)", flush=True)
     return on_ready
-
-
-def shown_room(url: str) -> str:
-    """The room's URL without its token (for what is printed on a learner's screen)."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path or "/", "", ""))
 
 
 def join(args) -> int:
@@ -109,14 +110,12 @@ def join(args) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot keep the room in {client.settings_path()}: {exc.strerror or exc}") from None
-    seat, where = client.clean_seat(args.seat), shown_room(args.url)
-    if out.get("status") == 200:
-        print(f"joined {where} as {seat!r}; every check now reports there (kept in {client.settings_path()})")
+    if out.joined:
+        print(out)
         return 0
-    if out.get("status"):
-        raise UsageError(f"room join: {out['error']}")
-    print(f"kept {where} and seat {seat!r} in {client.settings_path()}, but {out['error']}; checks will report "
-          f"once the board is up", file=sys.stderr)
+    if out.status:
+        raise UsageError(f"room join: {out.error}")
+    print(out, file=sys.stderr)
     return 1
 
 
@@ -128,7 +127,7 @@ def status() -> int:
     override = [v for v in (client.ENV_ROOM, client.ENV_SEAT) if os.environ.get(v)]
     seat = client.seat_name()
     key = "with its seat key" if client.seat_key(url, seat) else "no seat key yet (the first report claims the seat)"
-    print(f"room {shown_room(url)}, seat {seat!r}, {key}" + (f" ({', '.join(override)} set)" if override else ""))
+    print(f"room {client.shown_room(url)}, seat {seat!r}, {key}" + (f" ({', '.join(override)} set)" if override else ""))
     return 0
 
 

@@ -106,7 +106,7 @@ def _notice(grader) -> None:
 def _row(row) -> None:
     print(f"  {row.name}: {row.report.status if row.report else 'skipped'}", file=sys.stderr, flush=True)
     if row.report is not None:                    # a hand-in per learner: its seat is named after the file
-        catalog.report_verdict(row.report, seat=row.name.rsplit(".", 1)[0], wait=True)
+        catalog.report_verdict(row.report, seat=row.name.rsplit(".", 1)[0], wait=True, instructor=True)
 
 
 def _folder(exercise_id: str, folder: Path, as_json: bool, csv_path: str | None) -> int:

@@ -1,7 +1,7 @@
 """The learners: each name taken on the hub, the Unix account behind it, and the home that account starts with.
 
 A learner's name follows the room board's seat rules (``room.board.intake.seat_name``: NFKC, spaces collapsed,
-1..64 printable characters, one script) and may not look like a name already taken (``intake.skeleton``); a
+1..64 printable characters, one script) and may not look like a name already taken (``seat_names.looks``); a
 ``/`` is refused too (JupyterHub's rule). The first who signs in with a name keeps it: the registry keeps the
 SHA-256 of a key the hub gave that browser (a cookie), and a later sign-in with the name needs it.
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from explainer.hub.state import State, write_private
+from explainer.room import seat_names
 from explainer.room.board import intake
 
 NOLOGIN = next((p for p in ("/usr/sbin/nologin", "/sbin/nologin") if os.path.exists(p)), "/bin/false")
@@ -85,7 +86,7 @@ class Learners:
             data = {"next": 1, "learners": {}}
         self.next = int(data["next"])
         self.by_name = {n: Learner(n, v["account"], v.get("claim")) for n, v in data["learners"].items()}
-        self.by_skeleton = {intake.skeleton(n): n for n in self.by_name}
+        self.by_look = {form: n for n in self.by_name for form in seat_names.looks(n)}
 
     def save(self) -> None:
         data = {"next": self.next, "learners": {n: {"account": v.account, "claim": v.claim}
@@ -93,8 +94,8 @@ class Learners:
         write_private(self.file, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
     def find(self, name: str) -> Learner | None:
-        """The learner whose name looks like ``name`` (same skeleton), if any."""
-        taken = self.by_skeleton.get(intake.skeleton(name))
+        """The learner whose name looks like ``name`` (a shared form of ``seat_names.looks``), if any."""
+        taken = next((self.by_look[f] for f in sorted(seat_names.looks(name)) if f in self.by_look), None)
         return self.by_name.get(taken) if taken else None
 
     def owns(self, learner: Learner, key: str | None) -> bool:
@@ -108,7 +109,8 @@ class Learners:
         if name != self.instructor:
             self.next += 1
         learner = Learner(name, account, sha(key) if key else None)
-        self.by_name[name], self.by_skeleton[intake.skeleton(name)] = learner, name
+        self.by_name[name] = learner
+        self.by_look.update({form: name for form in seat_names.looks(name)})
         self.save()
         return learner
 

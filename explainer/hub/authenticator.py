@@ -32,6 +32,7 @@ from explainer.hub import accounts
 from explainer.hub.sign_in_limits import (NEW_BURST, NEW_EVERY, OWN_MACHINE, ROOM_WRONG_BURST, ROOM_WRONG_EVERY,
                                           WRONG_BURST, WRONG_EVERY, Bucket)
 from explainer.hub.state import State, same_code
+from explainer.room import seat_names
 
 def typed_name(handler, data) -> str:
     """The name as the form sent it: tornado's ``get_argument`` turns control characters into spaces, and an
@@ -87,7 +88,7 @@ class RoomCodeAuthenticator(Authenticator):
             name = accounts.clean_name(typed_name(handler, data))
         except accounts.NameRefused as exc:
             raise refuse(exc.status, f"{exc} (letters of one alphabet, no control characters).") from None
-        instructor = accounts.intake.skeleton(name) == accounts.intake.skeleton(self.settings.instructor)
+        instructor = seat_names.look_alike(name, self.settings.instructor)
         code = self.state.instructor_code() if instructor else self.state.room_code()
         if not same_code(data.get("password", ""), code):
             self.wrong.spend(address)
@@ -134,7 +135,9 @@ class RoomCodeAuthenticator(Authenticator):
         """The admin deleted a user: their processes end, their account and home go, the name is free again."""
         learner = self.learners.by_name.pop(user.name, None)
         if learner is not None:
-            self.learners.by_skeleton.pop(accounts.intake.skeleton(user.name), None)
+            for form in seat_names.looks(user.name):
+                if self.learners.by_look.get(form) == user.name:
+                    del self.learners.by_look[form]
             self.learners.save()
             accounts.remove_account(learner.account, self.settings.homes)
         super().delete_user(user)

@@ -4,7 +4,10 @@
 URL (``http://HOST:P/?token=T``, what ``room serve`` prints) and the seat's name in this user's settings file,
 outside any repository (``$XDG_CONFIG_HOME/explainer/room.json``, else ``~/.config/explainer/room.json``; a 0700
 folder, a 0600 file: it holds the room's token). The board answers a seat's first join or report with a seat
-key, kept in the same file; later reports for that seat carry it, so nobody else can post as that seat. Every
+key, kept in the same file; later reports for that seat carry it, so nobody else can post as that seat. What
+``join`` returns (``Joined``), prints or leaves in ``LAST`` holds neither the key nor the room's token, so a
+notebook's saved output never does. The instructor's ``room serve`` keeps the board's instructor key in the same
+file (by room token); only the instructor's folder grading sends it (``INSTRUCTOR_HEADER``). Every
 later ``workshop check`` and notebook ``check()``, in any kernel and after restarts, posts {exercise, passed,
 failure, seat, time, seat_key} to ``POST /api/report?token=T``: never the learner's code, never anything else.
 ``EXPLAINER_ROOM`` and ``EXPLAINER_SEAT`` override the file. Without a joined seat the name is ``user@host``
@@ -29,12 +32,15 @@ import os
 import secrets
 import socket
 import sys
+import tempfile
 import threading
 import time
-import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
+
+from explainer.room import seat_names
 
 try:                                                      # POSIX; on Windows the last writer of the file wins
     import fcntl
@@ -43,7 +49,8 @@ except ImportError:                                       # pragma: no cover
 
 ENV_ROOM, ENV_SEAT, ENV_HUB_TOKEN = "EXPLAINER_ROOM", "EXPLAINER_SEAT", "JUPYTERHUB_API_TOKEN"
 TIMEOUT = 1.5                 # seconds, the whole post (connect, send, answer)
-MAX_SEAT, MAX_FAILURE, MAX_KEY = 64, 120, 64
+MAX_SEAT, MAX_KEY = seat_names.MAX, 64
+INSTRUCTOR_HEADER = "X-Room-Instructor"      # the instructor's key: a folder's new seats are not capped
 FIELDS = ("exercise", "passed", "failure", "seat", "time", "seat_key")
 JOIN_FIELDS = ("seat", "seat_key")
 LAST: dict = {}               # the latest post's outcome: {"status": 200} or {"error": "..."} (tests, the CLI)
@@ -76,23 +83,22 @@ def _save(update) -> dict:
             fcntl.flock(lock, fcntl.LOCK_EX)
         data = load_settings()
         update(data)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix="room.", suffix=".tmp", dir=folder)     # 0600, never through a link
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     finally:
         os.close(lock)
     return data
 
 
 def clean_seat(seat: str) -> str:
-    """A seat name as the board will keep it (NFKC, spaces collapsed, printable, at most ``MAX_SEAT``)."""
-    name = " ".join(unicodedata.normalize("NFKC", str(seat)).split())
-    name = "".join(ch for ch in name if ch.isprintable())[:MAX_SEAT]
-    if not name:
-        raise ValueError(f"seat {seat!r}: expected 1..{MAX_SEAT} printable characters")
-    return name
+    """A seat name as the board will keep it (``seat_names.clean``); ``ValueError`` naming what is wrong."""
+    return seat_names.clean(seat)
 
 
 def default_seat() -> str:
@@ -134,6 +140,31 @@ def _keys(data: dict, room_url: str) -> dict:
     return keys
 
 
+def _token(room_url: str) -> str:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(room_url.strip()).query).get("token", [""])[0]
+
+
+def keep_instructor_key(room_url: str, key: str) -> None:
+    """``room serve``: keep the board's instructor key for this user (by the room's token, whatever the host)."""
+    def update(data: dict) -> None:
+        keys = data.get("instructor") if isinstance(data.get("instructor"), dict) else {}
+        keys.pop(_token(room_url), None)
+        data["instructor"] = dict(list(keys.items())[-7:] + [(_token(room_url), key)])   # the 8 latest rooms
+    _save(update)
+
+
+def instructor_key(room_url: str) -> str | None:
+    keys = load_settings().get("instructor")
+    key = keys.get(_token(room_url)) if isinstance(keys, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def shown_room(url: str) -> str:
+    """The room's URL without its token (what a learner's screen and a notebook show)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path or "/", "", ""))
+
+
 def seat_key(room_url: str, seat: str) -> str | None:
     key = _keys(load_settings(), room_url).get(seat)
     return key if isinstance(key, str) else None
@@ -150,8 +181,8 @@ def api_url(room_url: str, route: str) -> str:
     ``http://HOST:P/services/board/`` -> ``http://HOST:P/services/board/api/ROUTE``."""
     parts = urllib.parse.urlsplit(room_url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"room {room_url!r}: expected the board's URL, http://HOST:PORT/?token=T")
-    token = urllib.parse.parse_qs(parts.query).get("token", [""])[0]
+        raise ValueError(f"room {shown_room(room_url)!r}: expected the board's URL, http://HOST:PORT/?token=T")
+    token = _token(room_url)
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"{parts.path.rstrip('/')}/api/{route}",
                                     urllib.parse.urlencode({"token": token}) if token else "", ""))
 
@@ -172,7 +203,7 @@ def payload(exercise: str, passed: bool, failure: str | None, seat: str | None =
             key: str | None = None) -> dict:
     """The whole report: the six ``FIELDS``, nothing of the code."""
     return {"exercise": str(exercise), "passed": bool(passed),
-            "failure": None if passed or failure is None else str(failure)[:MAX_FAILURE],
+            "failure": None if passed or failure is None else str(failure),
             "seat": seat_name(seat), "time": round(time.time(), 3), "seat_key": key}
 
 
@@ -196,8 +227,9 @@ def post(url: str, body: dict, timeout: float = TIMEOUT, headers: dict | None = 
 
 
 def _claimed(room_url: str, seat: str, out: dict) -> dict:
-    """Keep the seat key the board just gave (its first answer for this seat)."""
-    key = out.get("answer", {}).get("seat_key") if isinstance(out.get("answer"), dict) else None
+    """Keep the seat key the board just gave (its first answer for this seat); the answer keeps no copy."""
+    answer = out.get("answer") if isinstance(out.get("answer"), dict) else {}
+    key = answer.pop("seat_key", None)
     if out.get("status") == 200 and isinstance(key, str):
         try:
             keep_key(room_url, seat, key)
@@ -206,20 +238,46 @@ def _claimed(room_url: str, seat: str, out: dict) -> dict:
     return out
 
 
-def join(room_url: str, seat: str) -> dict:
+@dataclass(frozen=True)
+class Joined:
+    """What ``join`` did, as a notebook shows it: the room's address without its token, the seat, the board's
+    HTTP status (None when it did not answer) and why not. The seat key is in the settings file, not here."""
+    room: str
+    seat: str
+    status: int | None
+    error: str | None = None
+
+    @property
+    def joined(self) -> bool:
+        return self.status == 200
+
+    def __str__(self) -> str:
+        if self.joined:
+            return f"joined {self.room} as {self.seat!r}; every check now reports there (kept in {settings_path()})"
+        if self.status:
+            return f"not joined: {self.error}"
+        return (f"kept {self.room} and seat {self.seat!r} in {settings_path()}, but {self.error}; checks will "
+                f"report once the board is up")
+
+    __repr__ = __str__
+
+
+def join(room_url: str, seat: str) -> Joined:
     """Join ``room_url`` as ``seat``: keep both in the settings file and claim the seat on the board (its key is
-    kept). Returns the board's answer ({"status": 200, ...}) or {"error": ...}; ``ValueError`` on a bad URL or
-    name (nothing is kept then)."""
+    kept there too). Returns a ``Joined`` (no secret in it); ``ValueError`` on a bad URL or name (nothing is
+    kept then)."""
     url, seat = api_url(room_url, "join"), clean_seat(seat)
     out = post(url, {"seat": seat, "seat_key": seat_key(room_url, seat)})
     if out.get("status") in (None, 200):                  # joined, or the board is not up yet: keep the choice
         _save(lambda d: d.update(room=room_url.strip(), seat=seat))
-    return _claimed(room_url.strip(), seat, out)
+    out = _claimed(room_url.strip(), seat, out)
+    return Joined(shown_room(room_url), seat, out.get("status"), out.get("error"))
 
 
 def report_verdict(exercise: str, passed: bool, failure: str | None, seat: str | None = None,
-                   wait: bool = False) -> threading.Thread | None:
-    """Post one verdict if a room is joined or ``EXPLAINER_ROOM`` set; ``wait``: block up to ``TIMEOUT``."""
+                   wait: bool = False, instructor: bool = False) -> threading.Thread | None:
+    """Post one verdict if a room is joined or ``EXPLAINER_ROOM`` set; ``wait``: block up to ``TIMEOUT``.
+    ``instructor``: the instructor's folder grading (sends the instructor's key, if this user keeps one)."""
     room_url = room()
     if not room_url:
         return None
@@ -233,6 +291,8 @@ def report_verdict(exercise: str, passed: bool, failure: str | None, seat: str |
         return None
     name = seat_name(seat)
     body = payload(exercise, passed, failure, name, seat_key(room_url, name))
+    key = instructor_key(room_url) if instructor else None
+    headers = {INSTRUCTOR_HEADER: key} if key else None
 
     headers = hub_headers(room_url)
 

@@ -46,6 +46,7 @@ class About:
     follows: str           # the route's notebook it follows (notebooks/NAME.ipynb)
     section: str           # the part of that notebook it practises
     summary: str
+    checks: tuple[str, ...] = ()   # the names of its checks (the failure a report and the room board may name)
 
     @property
     def teaches(self) -> str:
@@ -97,8 +98,10 @@ def load_all() -> dict[str, ModuleType]:
     return {exercise_id: load(exercise_id) for exercise_id in EXERCISES}
 
 
-def report_verdict(report, seat: str | None = None, wait: bool = False):
+def report_verdict(report, seat: str | None = None, wait: bool = False, instructor: bool = False):
     """The hook after a verdict: post ``report``'s exercise, passed and first failing check's name to the room
     board ``EXPLAINER_ROOM`` names (``explainer.room.client``; nothing when no room is joined; ``wait``: at most
-    ``client.TIMEOUT`` s). It reads the verdict, never changes it, and sends nothing of the learner's code."""
-    return client.report_verdict(report.exercise, report.passed, report.first_failure(), seat=seat, wait=wait)
+    ``client.TIMEOUT`` s; ``instructor``: a folder's hand-in, posted with the instructor's key when this user keeps
+    one). It reads the verdict, never changes it, and sends nothing of the learner's code."""
+    return client.report_verdict(report.exercise, report.passed, report.first_failure(), seat=seat, wait=wait,
+                                 instructor=instructor)

@@ -34,7 +34,7 @@ def _graded(ex: ModuleType, code: learner.LearnerCode, spawned: Spawned) -> tupl
     except LearnerError as exc:
         report = Report.error(ex.ABOUT.id, exc.kind, str(exc))
     except learner.LearnerLimit as exc:
-        report = Report(ex.ABOUT.id, "fail", reason=str(exc))
+        report = Report(ex.ABOUT.id, "fail", reason=str(exc), limit=exc.kind)
     finally:
         if talk is not None:
             talk.close()

@@ -37,11 +37,14 @@ import torch
 
 from explainer.distributed.procs import die_with_parent
 from explainer.workshop import catalog, check_process, learner, private_dir, process_group
-from explainer.workshop.jail.warm import JailError, Spawned, WarmJail
+from explainer.workshop.jail.warm import STARTUP, JailError, Spawned, WarmJail
 from explainer.workshop.report import Report
 
 MAX_RESULT = 256 << 20  # bytes of a check's result.json (its picture: traces of a real run)
 GRACE = 5.0            # seconds past a learner phase's own budget before the watchdog ends the group
+SWEEP_BUDGET = 10.0    # seconds for the start-up sweep (it never waits on anything: a bound, not a guess)
+JAIL_BUDGET = 2 * 60.0 + STARTUP     # the jail's probe (a retry without it) and its imports (warm.py's bounds)
+REFERENCE_BUDGET = 120.0             # an exercise's reference work on a loaded machine (a real generation)
 
 
 def hard_cap() -> float:
@@ -59,20 +62,26 @@ def settings() -> dict:
 
 
 class Grader:
-    def __init__(self, exercise_ids: tuple[str, ...] | None = None, jail: WarmJail | None = None):
-        """``jail``: one started before this module's imports (then both import at once, on two cores)."""
+    def __init__(self, exercise_ids: tuple[str, ...] | None = None, jail: WarmJail | None = None, phase=None):
+        """``jail``: one started before this module's imports (then both import at once, on two cores).
+        ``phase(what, seconds)``: called before each step that could take long (a notebook's grader process
+        tells its kernel and its log)."""
+        self.phase = phase or (lambda what, seconds: None)
+        self.phase("sweeping killed sessions' folders", SWEEP_BUDGET)
         process_group.sweep()
         self.jail = jail or WarmJail()              # its warm process imports while we prepare the reference
         torch.set_num_threads(1)                    # tiny tensors, a shared machine; and no thread pool at fork
         self.warmed: set[str] = set()
         for ex_id in exercise_ids or ():
             self.warm(ex_id)
+        self.phase("waiting for the jail's warm process", JAIL_BUDGET)
         self.jail.wait_ready()
         self.jail.prepare()                         # the first check's learner's process, made now
 
     def warm(self, exercise_id: str) -> None:
         """The exercise's reference work, once per session (every later check's process inherits it)."""
         if exercise_id not in self.warmed:
+            self.phase(f"the {exercise_id} reference", REFERENCE_BUDGET)
             catalog.load(exercise_id).reference()
             self.warmed.add(exercise_id)
 
@@ -88,6 +97,7 @@ class Grader:
     def check(self, exercise_id: str, code: learner.LearnerCode, env: dict | None = None) -> Report:
         about = catalog.get(exercise_id)
         self.warm(about.id)
+        self.phase(f"checking {about.id}", hard_cap() + GRACE + 10.0)
         work = Path(tempfile.mkdtemp(prefix=f"{process_group.PREFIX}{os.getpid()}-", dir=process_group.sweep_root()))
         t0, seen, pid = time.monotonic(), set(), None
         try:
@@ -208,7 +218,7 @@ def _report(exercise: str, code, killed: str | None, status: int | None, work: P
     output, result = _tail(work / "output.txt"), work / "result.json"
     if killed:
         return Report(exercise, "fail", reason=killed, source=code.origin, function=code.function,
-                      seconds=seconds, output=output)
+                      seconds=seconds, output=output, limit="time limit")
     data = private_dir.read_small(str(result), MAX_RESULT)
     if data is not None:
         report = Report.from_json(json.loads(data))
@@ -220,7 +230,8 @@ def _report(exercise: str, code, killed: str | None, status: int | None, work: P
            else f"exit code {os.WEXITSTATUS(status) if status is not None else '?'}")
     if last and last["learner"]:
         return Report(exercise, "fail", reason=f"the check's process died ({how}) during {where}",
-                      source=code.origin, function=code.function, seconds=seconds, output=output)
+                      source=code.origin, function=code.function, seconds=seconds, output=output,
+                      limit="process ended")
     tail = output.strip().splitlines()[-1:] or [""]
     return Report.error(exercise, "internal", f"the check's process died ({how}) during {where}: {tail[0]}",
                         source=code.origin, function=code.function, seconds=seconds, output=output)

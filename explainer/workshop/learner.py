@@ -34,7 +34,11 @@ FORK_ABOVE = 100_000             # characters of source above which the static c
 
 class LearnerLimit(Exception):
     """The learner's code hit a limit: its time budget, memory, processes, CPU time, or its process ended
-    (a fail that names what happened, not bad input)."""
+    (a fail that names what happened, not bad input). ``kind``: which, in words (``report.LIMIT_KINDS``)."""
+
+    def __init__(self, message: str, kind: str = "process ended"):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass

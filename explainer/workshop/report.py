@@ -15,6 +15,13 @@ from explainer.workshop.panel import panel_html
 from explainer.workshop.shown import inert, inert_data
 
 EXIT_CODES = {"pass": 0, "fail": 1, "error": 2}
+# What a check that failed without a failing check of its own ends with (the room board counts these names too):
+# a bad input's kind (an error), or the limit the learner's code hit, in words.
+ERROR_KINDS = ("syntax-error", "missing-function", "missing-file", "too-large", "not-a-notebook", "unknown-field",
+               "bad-value", "exception", "internal")
+LIMIT_KINDS = ("time limit", "memory limit", "process limit", "CPU time limit", "file size limit",
+               "answer too large", "malformed answer", "process ended")
+FAILURE_KINDS = ERROR_KINDS + LIMIT_KINDS
 
 
 class LearnerError(Exception):
@@ -54,6 +61,7 @@ class Report:
     process_ids: list[int] = field(default_factory=list, repr=False)   # the check's process group (grader.py)
     check_pid: int | None = None
     isolated: bool = True                        # False: the learner's code ran under rlimits only (no jail)
+    limit: str | None = None                     # a fail without a failed check: which limit (LIMIT_KINDS)
 
     @property
     def passed(self) -> bool:
@@ -65,11 +73,15 @@ class Report:
 
     def first_failure(self) -> str | None:
         """The name the gradebook (``--csv``) and the room board count: the first failed required check, else the
-        error's kind (``syntax-error``, ...), else ``limit`` (a limit the learner's code hit); None on a pass."""
+        error's kind (``syntax-error``, ...), else the limit the learner's code hit in words (``time limit``, ...);
+        None on a pass. Always a check's name or one of ``FAILURE_KINDS``."""
         if self.passed:
             return None
         failed = [c for c in self.checks if c.required and not c.passed]
-        return failed[0].name if failed else (self.error_kind or "limit")
+        if failed:
+            return failed[0].name
+        kind = self.error_kind or self.limit
+        return kind if kind in FAILURE_KINDS else ("internal" if self.status == "error" else "process ended")
 
     def to_json(self) -> dict:
         """Plain data; every text a learner may have shaped (the reason, the source's name, a check's
@@ -81,7 +93,7 @@ class Report:
                 {"kind": self.error_kind, "message": reason},
                 "checks": [c.to_json() for c in self.checks], "figures": inert_data(self.figures),
                 "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2),
-                "isolated": self.isolated}
+                "isolated": self.isolated, "limit": self.limit}
 
     @classmethod
     def from_json(cls, d: dict) -> "Report":
@@ -90,7 +102,7 @@ class Report:
                    function=d.get("function", ""), error_kind=(d.get("error") or {}).get("kind"),
                    figures=d.get("figures", {}), picture=d.get("picture", {}), seconds=d.get("seconds", 0.0),
                    cpu_seconds=d.get("cpu_seconds", 0.0), isolated=d.get("isolated", True),
-                   output=d.get("output", ""))
+                   output=d.get("output", ""), limit=d.get("limit"))
 
     @classmethod
     def error(cls, exercise: str, kind: str, message: str, **kw) -> "Report":

@@ -32,6 +32,8 @@ attempt("chroot", lambda: os.chroot("/tmp/learner"))
 attempt("setuid 0", lambda: os.setuid(0))
 attempt("tcp to loopback", lambda: socket.socket(socket.AF_INET).connect(("127.0.0.1", 22)))
 attempt("unix socket", lambda: socket.socket(socket.AF_UNIX))
+attempt("vsock to the host", lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM))   # crosses namespaces
+attempt("netlink socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW))
 
 
 def io_uring():

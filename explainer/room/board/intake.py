@@ -1,17 +1,16 @@
 """What the board accepts: a report's shape, a seat's name, and a per-seat rate limit.
 
 A report is refused (4xx, nothing stored) unless it is a JSON object of exactly the client's fields
-(``client.FIELDS``): ``exercise`` (an id of the workshop's registry), ``passed`` (true/false), ``failure`` (null,
-or a short printable string when not passed), ``seat`` (a seat name, below), ``time`` (seconds since the epoch,
+(``client.FIELDS``): ``exercise`` (an id of the workshop's registry), ``passed`` (true/false), ``failure`` (null when
+passed, else the first failing check's name, below), ``seat`` (a seat name, below), ``time`` (seconds since the epoch,
 within a day of now) and ``seat_key`` (null for a seat's first report, then the key the board gave it). A join
 (``room join``) is ``seat`` and ``seat_key`` alone. Any value of another type or out of range is a 400, never a
 server error: a number too large for a float, NaN, a nested object, a duplicate key.
 
-Seat names: Unicode-normalized (NFKC: full-width letters, ligatures and styled letters become the plain ones),
-spaces collapsed, 1..64 printable characters, and not mixing Latin letters with the Cyrillic, Greek or other
-scripts whose letters imitate them. ``skeleton`` is what a name looks like (case folded, every look-alike letter
-replaced by the Latin letter it imitates); the store refuses a second seat with the same skeleton, so a Cyrillic
-"аlice" never shows as a second "alice".
+Seat names: ``room.seat_names.clean`` (NFKC, spaces collapsed, 1..64 printable characters, none that draws
+nothing, one script); the store refuses a second seat that looks like a taken one (``seat_names.looks``). A failure
+is one of the names the exercise's checks carry (``catalog.About.checks``) or what a check ends with when no check
+failed (``report.FAILURE_KINDS``: a bad input's kind, a limit in words), never free text.
 """
 
 from __future__ import annotations
@@ -19,22 +18,14 @@ from __future__ import annotations
 import json
 import math
 import time
-import unicodedata
 
-from explainer.room.client import FIELDS, JOIN_FIELDS, MAX_FAILURE, MAX_KEY, MAX_SEAT
+from explainer.room import seat_names
+from explainer.room.client import FIELDS, JOIN_FIELDS, MAX_KEY
+from explainer.workshop.report import FAILURE_KINDS
 
 MAX_BODY = 2048           # bytes; the client's reports are ~200
 RATE, BURST = 2.0, 10     # reports per second per seat, after a burst of BURST (a folder of checks is slower)
 MAX_SKEW = 86400.0
-LOOKALIKE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
-# Letters of other scripts that look like a Latin letter (Unicode's confusables, those keyboards give), by script:
-# each pair of strings maps letter for letter.
-LOOKALIKES = {k: v for fake, latin in (
-    ("АВЕКМНОРСТХУЅІЈԚԜҮӀаеорсухѕіјһԁԛԝӏ", "ABEKMHOPCTXYSIJQWYIaeopcyxsijhdqwl"),       # Cyrillic
-    ("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοικνρυχϲ", "ABEZHIKMNOPTYXaoikvpuxc"),                           # Greek
-    ("ոսօՕ", "nuoO"),                                                                    # Armenian
-    ("ᎪᎠᎬᏀᎻᏆᎫᏦᏞᎷᏃᏟ", "ADEGHIJKLMZC"),                                                  # Cherokee
-) for k, v in zip(fake, latin, strict=True)}
 
 
 class Refused(Exception):
@@ -66,28 +57,20 @@ def _not_a_number(name: str):
     raise Refused(400, f"{name} is not a number")
 
 
-def _text(value, name: str, limit: int) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= limit or not value.isprintable():
-        raise Refused(400, f"{name}: expected 1..{limit} printable characters")
-    return value
-
-
 def seat_name(value) -> str:
-    """The seat's name as the board keeps it: NFKC, spaces collapsed; 1..64 printable characters, one script."""
-    if not isinstance(value, str) or len(value) > 4 * MAX_SEAT:
-        raise Refused(400, f"seat: expected 1..{MAX_SEAT} printable characters")
-    name = _text(" ".join(unicodedata.normalize("NFKC", value).split()), "seat", MAX_SEAT)
-    scripts = {unicodedata.name(ch, "?").split(" ")[0] for ch in name if unicodedata.category(ch).startswith("L")}
-    mixed = sorted(scripts & LOOKALIKE_SCRIPTS)
-    if len(mixed) > 1:
-        raise Refused(400, f"seat: {' and '.join(s.lower() for s in mixed)} letters in one name (a look-alike); "
-                           f"write it in one script")
-    return name
+    """The seat's name as the board keeps it (``seat_names.clean``); ``Refused`` 400 naming what is wrong."""
+    try:
+        return seat_names.clean(value)
+    except ValueError as exc:
+        raise Refused(400, str(exc)) from None
 
 
-def skeleton(name: str) -> str:
-    """What ``name`` looks like: look-alike letters replaced by the Latin letter they imitate, case folded."""
-    return "".join(LOOKALIKES.get(ch, ch) for ch in name).casefold()
+def failure_name(value, exercise) -> str:
+    """A failing report's failure: one of ``exercise``'s check names or a ``FAILURE_KINDS`` word."""
+    if not isinstance(value, str) or value not in (*exercise.checks, *FAILURE_KINDS):
+        raise Refused(400, f"failure: expected the name of one of {exercise.id}'s checks ({', '.join(exercise.checks)})"
+                           f" or one of {', '.join(FAILURE_KINDS)}")
+    return value
 
 
 def _key(value):
@@ -108,8 +91,8 @@ def parse(body: bytes, exercises, now: float | None = None) -> dict:
     failure = data["failure"]
     if data["passed"] and failure is not None:
         raise Refused(400, "failure: expected null when passed")
-    if failure is not None:
-        _text(failure, "failure", MAX_FAILURE)
+    if not data["passed"]:
+        failure = failure_name(failure, exercises[data["exercise"]])
     t, now = data["time"], time.time() if now is None else now
     try:
         ok = not isinstance(t, bool) and isinstance(t, (int, float)) and math.isfinite(float(t)) \

@@ -12,7 +12,9 @@ package, nothing from outside); ``POST /api/join`` claim a seat ({seat, seat_key
 key the first time); ``POST /api/report`` one verdict (``intake.parse``; the seat's first report claims it too;
 4xx and nothing stored when refused; 429 past the seat's rate); ``GET /api/summary`` the room in numbers;
 ``GET /api/board`` what the page draws (its polling fallback); ``GET /api/events`` the same as server-sent
-events, pushed at most every ``PUSH_EVERY`` seconds after a change.
+events, pushed at most every ``PUSH_EVERY`` seconds after a change; ``/favicon.ico`` 204, without a token and
+without a log line. A new seat counts against its client's cap unless the request carries the instructor's key
+(``client.INSTRUCTOR_HEADER``: the instructor's folder grading).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import tornado.web
 
 from explainer.room.board import guard, intake
 from explainer.room.board.store import SEATS_PER_CLIENT, Store
+from explainer.room.client import INSTRUCTOR_HEADER
 from explainer.workshop.catalog import EXERCISES
 
 PUSH_EVERY = 0.1          # seconds between two pushes of a changing board (coalesces a burst of reports)
@@ -145,12 +148,11 @@ class Base(tornado.web.RequestHandler):
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
 
-    def own_machine(self) -> bool:
-        """The client runs on the board's machine (it connected from the address it connected to)."""
-        try:
-            return self.request.connection.stream.socket.getsockname()[0] == self.request.remote_ip
-        except (AttributeError, OSError):
-            return False
+    def counted(self) -> bool:
+        """This request's new seats count against its client's cap: all but the instructor's folder grading,
+        which sends the instructor's key (``client.INSTRUCTOR_HEADER``)."""
+        given = self.request.headers.get(INSTRUCTOR_HEADER, "")
+        return not (given and hmac.compare_digest(given.encode(), self.room.store.instructor.encode()))
 
 
 class Page(Base):
@@ -167,8 +169,8 @@ class Join(Base):
     def post(self):
         try:
             seat = intake.parse_join(bytes(self.body))
-            key = self.room.store.claim(seat["seat"], seat["seat_key"], self.request.remote_ip, self.own_machine(),
-                                        time.time())
+            key = self.room.store.claim(seat["seat"], seat["seat_key"], self.request.remote_ip, time.time(),
+                                        self.counted())
         except intake.Refused as exc:
             return self.refuse(exc.status, str(exc))
         self.finish({"seat": seat["seat"], "seat_key": key})
@@ -187,8 +189,8 @@ class Report(Base):
                                               "a learner reports only for themselves")
                 key = store.hub_seat(self.identity, time.time())
             else:
-                key = store.claim(report["seat"], report["seat_key"], self.request.remote_ip, self.own_machine(),
-                                  time.time())
+                key = store.claim(report["seat"], report["seat_key"], self.request.remote_ip, time.time(),
+                                  self.counted())
             if not self.room.limit.allow(report["seat"]):
                 self.set_header("Retry-After", "1")
                 raise intake.Refused(429, f"at most {intake.RATE:g} reports per second per seat")
@@ -246,9 +248,18 @@ def make_app(room: Room, prefix: str = "/", handlers=(), settings=None) -> torna
     routes = [("", Page), ("api/join", Join), ("api/report", Report), ("api/summary", Summary),
               ("api/board", BoardState), ("api/events", Events)]
     return tornado.web.Application([(prefix + path, handler, {"room": room}) for path, handler in routes]
-                                   + list(handlers), log_function=lambda handler: None,
+                                   + [(prefix + "favicon.ico", Favicon)] + list(handlers), log_function=lambda handler: None,
                                    default_handler_class=NotFound, default_handler_args={"room": room},
                                    **(settings or {}))
+
+
+class Favicon(tornado.web.RequestHandler):
+    """A browser asks for ``/favicon.ico`` without the token (the page names none: ``rel="icon"`` is empty data):
+    answered 204, nothing logged, nothing shown."""
+
+    def get(self):
+        self.set_status(204)
+        self.finish()
 
 
 class NotFound(Base):
@@ -260,7 +271,7 @@ class NotFound(Base):
 
 def serve(db: str, port: int, listen: str, on_ready, rate: float | None = intake.RATE,
           seats_per_client: int = SEATS_PER_CLIENT, auth=None, prefix: str = "/", handlers=(), settings=None) -> None:
-    """Bind, call ``on_ready(port, token)``, serve until KeyboardInterrupt (Ctrl-C or SIGTERM via the CLI).
+    """Bind, call ``on_ready(port, token, instructor_key)``, serve until KeyboardInterrupt (Ctrl-C or SIGTERM via the CLI).
     ``store.InUse`` when another board serves ``db``. A hub's board passes its ``auth``, ``prefix``, the OAuth
     callback among ``handlers`` and the cookie secret among ``settings``."""
     max_open = guard.max_connections()
@@ -276,7 +287,7 @@ def serve(db: str, port: int, listen: str, on_ready, rate: float | None = intake
     pusher = tornado.ioloop.PeriodicCallback(room.push, PUSH_EVERY * 1000)
     pusher.start()
     try:
-        on_ready(sockets[0].getsockname()[1], room.store.token)
+        on_ready(sockets[0].getsockname()[1], room.store.token, room.store.instructor)
         loop.start()
     finally:
         pusher.stop()

@@ -35,7 +35,9 @@ ABOUT = About(id="accept", function="entropy_bound_accept",
               notebook="notebooks/workshop/exercises.ipynb", minutes=12, follows="01_canvas_sampler",
               section="the entropy-bound accept rule",
               summary="the sampler's accept rule, against the library's (= transformers') on random and edge-case "
-                      "entropies")
+                      "entropies",
+              checks=("distinct values", "ties", "all-equal rows", "bound 0", "exactly at the bound", "large bounds",
+                      "batch > 1", "random", "real entropies (prompt 451)", "whole generation"))
 PRELOAD = ("torch",)
 ANSWER_WORDS = ("cumsum", "scatter")
 

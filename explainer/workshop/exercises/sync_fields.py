@@ -28,7 +28,8 @@ ABOUT = About(id="sync-fields", function="fields_to_sync", signature="fields_to_
               notebook="notebooks/workshop/exercises.ipynb", minutes=18, follows="02_pipeline_parallel",
               section="stale state on rank 0, state sync",
               summary="which per-request state fields the last PP rank must send each step; the real PP=2 engine vs "
-                      "PP=1")
+                      "PP=1",
+              checks=("no stale reads", "equal to PP=1", "minimal"))
 PRELOAD = ()
 ANSWER_WORDS = ("is_encoder_phase", "draft_tokens", "self_conditioning_embeds")
 

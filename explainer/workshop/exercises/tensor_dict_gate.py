@@ -42,7 +42,8 @@ ABOUT = About(id="tensor-dict-gate", function="use_cpu_custom_send_recv",
               notebook="notebooks/workshop/exercises.ipynb", minutes=12, follows="03_cpu_communicator",
               section="the #40150 gate",
               summary="the GroupCoordinator's tensor-dict gate: its answers used by real rank processes on one node "
-                      "and on two")
+                      "and on two",
+              checks=("two nodes: delivers", "one node: shared-memory fast path", "returns a bool"))
 PRELOAD = ()
 ANSWER_WORDS = ("supports_tensor_dict",)
 
@@ -132,7 +133,7 @@ def ask_table(learner, code) -> list[dict]:
         with learner_phase(what):
             value = learner.call(ABOUT.id, {"facts": facts}, what)
         if not isinstance(value.get("bool"), bool):
-            raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
+            raise LearnerLimit(f"{what}: the learner's process answered with malformed data", "malformed answer")
         table.append({"facts": facts, "bool": value["bool"], "type": str(value.get("type"))[:40],
                       "returned": str(value.get("repr"))[:60]})
     return table
@@ -198,7 +199,7 @@ def _hung(run: dict, label: str, code) -> None:
     if hung:
         r = hung[0]
         raise LearnerLimit(f"rank {r['rank']} of the {label} run did not finish within its bound "
-                                   f"(your gate's answers: {_said(run)}; {r['error']['message']})")
+                           f"(your gate's answers: {_said(run)}; {r['error']['message']})", "time limit")
 
 
 def _outcome(run: dict) -> tuple[bool, str]:

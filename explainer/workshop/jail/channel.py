@@ -29,6 +29,7 @@ STARTUP = 30.0                   # seconds for the learner's process to answer i
 SIGNAL_MEANING = {signal.SIGXCPU: f"the CPU time limit ({LIMITS.cpu_seconds} s)",
                   signal.SIGXFSZ: f"the file size limit ({LIMITS.file_size >> 20} MB)",
                   signal.SIGKILL: "SIGKILL (out of memory?)"}
+SIGNAL_LIMIT = {signal.SIGXCPU: "CPU time limit", signal.SIGXFSZ: "file size limit"}
 
 
 class LearnerProcess:
@@ -75,7 +76,7 @@ class LearnerProcess:
         reply = self._ask({"op": "call", "kind": kind, "args": args}, budget(), what, prefix=what)
         value = reply.get("value")
         if not isinstance(value, dict):
-            raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
+            raise LearnerLimit(f"{what}: the learner's process answered with malformed data", "malformed answer")
         return value
 
     def _send(self, req: dict, what: str) -> None:
@@ -84,7 +85,7 @@ class LearnerProcess:
             while data:
                 data = data[os.write(self.fds.requests, data):]
         except OSError:
-            raise LearnerLimit(f"{what}: {self._ended()}") from None
+            raise LearnerLimit(*self._ended(what)) from None
 
     def _ask(self, req: dict, seconds: float, what: str, prefix: str = "") -> dict:
         self._send(req, what)
@@ -95,12 +96,13 @@ class LearnerProcess:
         if err is None:
             return reply
         if not isinstance(err, dict):
-            raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
+            raise LearnerLimit(f"{what}: the learner's process answered with malformed data", "malformed answer")
         message, kind = str(err.get("message", ""))[:500], err.get("kind")
         if kind == "memory":
-            raise LearnerLimit(f"{what} hit the memory limit ({LIMITS.describe()['memory']}): {message}")
+            raise LearnerLimit(f"{what} hit the memory limit ({LIMITS.describe()['memory']}): {message}", "memory limit")
         if kind == "processes":
-            raise LearnerLimit(f"{what} hit the process limit ({LIMITS.processes} processes): {message}")
+            raise LearnerLimit(f"{what} hit the process limit ({LIMITS.processes} processes): {message}",
+                               "process limit")
         if kind == "missing-function":
             raise LearnerError("missing-function", f"{self.code.origin}: {message}")
         raise LearnerError("exception", f"{prefix or what} raised {message}")
@@ -112,24 +114,25 @@ class LearnerProcess:
             if left <= 0:
                 self.kill()
                 raise LearnerLimit(f"{what} did not return within {seconds:g} s (the time limit: an endless "
-                                   f"loop or a wait?)")
+                                   f"loop or a wait?)", "time limit")
             ready, _, _ = select.select([fd], [], [], min(left, 0.5))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                raise LearnerLimit(f"{what}: {self._ended()}")
+                raise LearnerLimit(*self._ended(what))
             self._buf += chunk
             if len(self._buf) > MAX_REPLY:
                 self.kill()
-                raise LearnerLimit(f"{what}: the learner's process answered with more than {MAX_REPLY >> 20} MB")
+                raise LearnerLimit(f"{what}: the learner's process answered with more than {MAX_REPLY >> 20} MB",
+                                   "answer too large")
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             reply = json.loads(line)
         except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
-            raise LearnerLimit(f"{what}: the learner's process answered with malformed data")
+            raise LearnerLimit(f"{what}: the learner's process answered with malformed data", "malformed answer")
         return reply
 
     def _wait_status(self, timeout: float) -> int | None:
@@ -141,21 +144,23 @@ class LearnerProcess:
                 pass
         return self.status
 
-    def _ended(self) -> str:
-        """How the learner's process ended (it closed its replies pipe)."""
+    def _ended(self, what: str) -> tuple[str, str]:
+        """How the learner's process ended (it closed its replies pipe): (what it says, which limit in words)."""
         status = self._wait_status(3.0)
         if status is None:
             self.kill()
-            return "the learner's process stopped answering"
+            return f"{what}: the learner's process stopped answering", "process ended"
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
         rc = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
         if not sig and 128 < rc < 160:
             sig = rc - 128
         if sig:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-            return f"the learner's process was killed by {SIGNAL_MEANING.get(sig, f'signal {sig} ({name})')}"
+            return (f"{what}: the learner's process was killed by {SIGNAL_MEANING.get(sig, f'signal {sig} ({name})')}",
+                    SIGNAL_LIMIT.get(sig, "process ended"))
         last = (self.output(300).strip().splitlines() or [""])[-1]
-        return f"the learner's process exited (code {rc}) instead of answering" + (f" ({last})" if last else "")
+        return (f"{what}: the learner's process exited (code {rc}) instead of answering"
+                + (f" ({last})" if last else ""), "process ended")
 
     def kill(self) -> None:
         """End the learner's process: its keeper kills it, and its pid namespace takes everything it started."""

@@ -7,9 +7,11 @@ naming the call when the kernel refuses.
 * ``mount``: a fresh tmpfs or proc, a bind, a remount (the mount namespace is made private first);
 * ``map_user(inside, uid, gid)``: in a new user namespace, ``inside`` is this process's uid (and gid);
 * ``drop_capabilities()``: no capability left in any set (and none in the bounding set);
-* ``forbid_unix_sockets()``: a seccomp filter: ``socket(AF_UNIX, ...)`` fails with EACCES (a socket file left in
-  a visible folder then connects nowhere), ``io_uring_setup`` (which could open sockets around the filter) too,
-  and a system call of another architecture (x32, or i386 through ``int 0x80``) fails with EPERM.
+* ``forbid_unix_sockets()``: a seccomp filter: ``socket()`` opens only Internet sockets (AF_INET, AF_INET6, in
+  the process's own empty network namespace); any other family fails with EACCES: Unix (a socket file left in a
+  visible folder then connects nowhere), vsock (which reaches the host across namespaces), netlink, packet and
+  the rest. ``io_uring_setup`` (which could open sockets around the filter) fails too, and a system call of
+  another architecture (x32, or i386 through ``int 0x80``) fails with EPERM.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 MNT_DETACH = 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 38, 22, 2
 LAST_CAP = 63
+AF_INET, AF_INET6 = 2, 10        # the only socket families a learner's process may open
 # (seccomp's AUDIT_ARCH value, socket's number, io_uring_setup's number) on the machines this runs on
 ARCH = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
 
@@ -91,7 +94,8 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 
 def forbid_unix_sockets() -> bool:
-    """Install the seccomp filter (see the module's docstring); False where the architecture is not known."""
+    """Install the seccomp filter (see the module's docstring: Internet sockets only, no io_uring, no foreign
+    system calls); False where the architecture is not known."""
     known = ARCH.get(platform.machine())
     if known is None:
         return False
@@ -103,13 +107,14 @@ def forbid_unix_sockets() -> bool:
         _bpf(jeq, audit_arch, 1, 0),          # 1: this architecture: skip to 3
         _bpf(ret, foreign),                   # 2: another one (i386, int 0x80): EPERM
         _bpf(ld, 0),                          # 3: A = the system call's number
-        _bpf(jge, 0x40000000, 5, 0),          # 4: x32 numbering: deny (10)
-        _bpf(jeq, nr_socket, 0, 2),           # 5: socket(): look at its family (6), else (8)
+        _bpf(jge, 0x40000000, 6, 0),          # 4: x32 numbering: deny (11)
+        _bpf(jeq, nr_socket, 0, 3),           # 5: socket(): look at its family (6), else (9)
         _bpf(ld, 16),                         # 6: A = args[0], the family (low word)
-        _bpf(jeq, 1, 2, 1),                   # 7: AF_UNIX: deny (10), else allow (9)
-        _bpf(jeq, nr_io_uring, 1, 0),         # 8: io_uring_setup: deny (10)
-        _bpf(ret, allow),                     # 9
-        _bpf(ret, deny),                      # 10
+        _bpf(jeq, AF_INET, 2, 0),             # 7: AF_INET: allow (10)
+        _bpf(jeq, AF_INET6, 1, 2),            # 8: AF_INET6: allow (10); any other family: deny (11)
+        _bpf(jeq, nr_io_uring, 1, 0),         # 9: io_uring_setup: deny (11)
+        _bpf(ret, allow),                     # 10
+        _bpf(ret, deny),                      # 11
     ])
     program = ctypes.create_string_buffer(prog)
     fprog = struct.pack("@HP", len(prog) // 8, ctypes.addressof(program))      # struct sock_fprog
