@@ -3,8 +3,11 @@ caller, executed only in the learner's process in the jail (``jail/learner_proce
 ``jail/channel.py``).
 
 A function defined in a notebook cell travels as source (``inspect.getsource``) together with what it
-uses from the notebook's globals: modules become ``import`` lines, plain constants their ``repr``, other
-notebook functions their own source. Anything else is an error that says to define it inside the function.
+uses from the notebook's globals, in its body, its decorators, its defaults and its annotations: modules become
+``import`` lines, plain constants (numbers, text, and lists, tuples, sets and dicts of them) source that rebuilds
+them (``float("inf")`` for an infinity), other notebook functions their own source. A decorated function
+(``@torch.no_grad()``, ``@functools.cache``) travels as the function under its decorators, with the decorator
+lines, so the jail applies them again. Anything else is an error that says to define it inside the function.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import dis
 import importlib
 import inspect
 import json
+import math
 import os
 import stat
 import textwrap
@@ -116,7 +120,8 @@ def notebook_cell(text: str, exercise: str, where: str) -> str:
 
 
 def from_function(fn, function: str) -> LearnerCode:
-    """A function object (e.g. defined in a notebook cell) -> its source plus what it uses."""
+    """A function object (e.g. defined in a notebook cell, decorated or not) -> its source plus what it uses."""
+    fn = _unwrapped(fn)                                       # under @functools.cache, @torch.no_grad(), ...
     if not isinstance(fn, types.FunctionType):
         raise LearnerError("missing-function", f"expected the function {function} (or a file path), "
                                                f"got {type(fn).__name__}")
@@ -141,16 +146,51 @@ def _global_loads(code: types.CodeType) -> set[str]:
     return names
 
 
-def _literal(v) -> bool:
-    """A value its ``repr`` rebuilds: numbers, strings, and lists/tuples/sets/dicts of them."""
-    if isinstance(v, CONSTANTS):
-        return True
-    if isinstance(v, (list, tuple, set, frozenset, dict)):
-        try:
-            return ast.literal_eval(repr(v)) == v if v else True
-        except (ValueError, SyntaxError, RecursionError):
-            return False
-    return False
+def _unwrapped(v):
+    """The function under ``v``'s decorators (``v`` itself when it has none)."""
+    try:
+        return inspect.unwrap(v) if callable(v) else v
+    except ValueError:                                        # a cycle of __wrapped__
+        return v
+
+
+def _def_loads(src: str, name: str) -> set[str]:
+    """Names the ``def`` line itself reads from the globals: its decorators, defaults and annotations."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return set()
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
+                None)
+    if node is None:
+        return set()
+    outside_body = [*node.decorator_list, node.args] + ([node.returns] if node.returns else [])
+    return {n.id for part in outside_body for n in ast.walk(part) if isinstance(n, ast.Name)}
+
+
+def value_source(v, depth: int = 0) -> str | None:
+    """Source that rebuilds ``v`` (numbers, text, bytes, None, and lists/tuples/sets/dicts of them, the exact
+    types), ``float("inf")`` and ``float("nan")`` included; None for anything else."""
+    kind = type(v)
+    if depth > 20:
+        return None
+    if kind is float:
+        return repr(v) if math.isfinite(v) else f'float("{v}")'
+    if kind in CONSTANTS:
+        return repr(v)
+    if kind in (list, tuple, set, frozenset):
+        items = [value_source(x, depth + 1) for x in v]
+        if None in items:
+            return None
+        inner = ", ".join(items)
+        return {list: f"[{inner}]", tuple: f"({inner}{',' if len(items) == 1 else ''})",
+                set: f"{{{inner}}}" if items else "set()", frozenset: f"frozenset({{{inner}}})"}[kind]
+    if kind is dict:
+        pairs = [(value_source(k, depth + 1), value_source(x, depth + 1)) for k, x in v.items()]
+        if any(None in pair for pair in pairs):
+            return None
+        return "{" + ", ".join(f"{k}: {x}" for k, x in pairs) + "}"
+    return None
 
 
 def _importable(v, own_module: str) -> bool:
@@ -174,17 +214,17 @@ def _bundle(fn, parts: dict[str, str], seen: set[str]) -> None:
         raise LearnerError("missing-function", f"cannot read the source of {fn.__name__}; define it in a "
                                                f"notebook cell or a .py file") from None
     g = fn.__globals__
-    for name in sorted(_global_loads(fn.__code__)):
+    for name in sorted(_global_loads(fn.__code__) | _def_loads(src, fn.__name__)):
         if name not in g:
             continue                                              # a builtin (or undefined: fails when run)
-        v = g[name]
+        v, const = g[name], value_source(g[name])
         if isinstance(v, types.ModuleType):
             parts[f"import {name}"] = (f"import {v.__name__}" if v.__name__ == name
                                        else f"import {v.__name__} as {name}")
-        elif _literal(v):
-            parts[f"const {name}"] = f"{name} = {v!r}"
-        elif isinstance(v, types.FunctionType) and v.__module__ == fn.__module__:
-            _bundle(v, parts, seen)
+        elif const is not None:
+            parts[f"const {name}"] = f"{name} = {const}"
+        elif isinstance(_unwrapped(v), types.FunctionType) and _unwrapped(v).__module__ == fn.__module__:
+            _bundle(_unwrapped(v), parts, seen)                  # another cell's function (decorators and all)
         elif _importable(v, fn.__module__):
             parts[f"import {name}"] = (f"from {v.__module__} import {v.__name__}"
                                        + ("" if v.__name__ == name else f" as {name}"))
