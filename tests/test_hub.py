@@ -255,7 +255,7 @@ def test_a_wrong_code_a_thousand_times(hub, learners):
 
 
 @pytest.mark.parametrize("name, status, why", [
-    ("bo\x1bb", 400, "printable"), ("ev\u202eil", 400, "printable"), ("\u0441\u0435\u043e", 409, "looks like"),
+    ("bo\x1bb", 400, "printable"), ("ev\u202eil", 400, "invisible character"), ("\u0441\u0435\u043e", 409, "looks like"),
     ("p\u0430ypal", 400, "one script"), ("ＡＮＡ", 409, "looks like"), ("ANA", 409, "looks like"),
     ("a/b", 400, "'/'"), ("instructor", 403, "instructor's name"),
 ])

@@ -47,7 +47,7 @@ def test_a_bucket_gives_a_burst_then_one_try_per_period():
     assert b.wait("other", now=0.0) == 0.0                  # by address
 
 
-@pytest.mark.parametrize("typed, why", [("bo\x1bb", "printable"), ("a\u202eb", "printable"), ("", "printable"),
+@pytest.mark.parametrize("typed, why", [("bo\x1bb", "printable"), ("a\u202eb", "invisible character"), ("", "printable"),
                                         ("p\u0430ypal", "one script"), ("a/b", "'/'"), ("..", "'/'")])
 def test_names_the_hub_refuses(typed, why):
     with pytest.raises(accounts.NameRefused) as refused:
