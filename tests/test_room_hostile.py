@@ -212,6 +212,28 @@ def test_one_client_claims_a_bounded_number_of_seats_the_instructors_folder_any(
         assert board.summary()["seats"] == 3 + 1 + 3 + 10
 
 
+def test_the_instructors_folder_grading_sends_the_instructor_key(monkeypatch):
+    """`workshop check ID DIR` (report_verdict(instructor=True)) sends the key `room serve` kept, beside the hub's
+    header when there is one; a learner's check never sends it. (A merge once let the hub's header replace it, so
+    the instructor's folder was capped like a client.)"""
+    sent = []
+    monkeypatch.setattr(client, "post", lambda url, body, timeout=client.TIMEOUT, headers=None:
+                        sent.append(headers) or {"status": 200})
+    room = "http://127.0.0.1:9/?token=instructor-test"
+    client.keep_instructor_key(room, "k" * 32)
+    monkeypatch.setenv(client.ENV_ROOM, room)
+    monkeypatch.delenv(client.ENV_HUB_TOKEN, raising=False)
+    client.report_verdict("accept", True, None, seat="handin-1", wait=True, instructor=True)
+    client.report_verdict("accept", True, None, seat="ada", wait=True)
+    assert sent == [{client.INSTRUCTOR_HEADER: "k" * 32}, {}]
+    hub = "http://127.0.0.1:9/services/board/"
+    client.keep_instructor_key(hub, "h" * 32)
+    monkeypatch.setenv(client.ENV_ROOM, hub)
+    monkeypatch.setenv(client.ENV_HUB_TOKEN, "server-token")
+    client.report_verdict("accept", True, None, seat="handin-2", wait=True, instructor=True)
+    assert sent[-1] == {"Authorization": "token server-token", client.INSTRUCTOR_HEADER: "h" * 32}
+
+
 def _post_as(board, body: bytes, instructor: str) -> int:
     host, port = _host_port(board)
     conn = http.client.HTTPConnection(host, port, timeout=10)

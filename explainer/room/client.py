@@ -32,7 +32,6 @@ import os
 import secrets
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -41,11 +40,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from explainer.room import seat_names
-
-try:                                                      # POSIX; on Windows the last writer of the file wins
-    import fcntl
-except ImportError:                                       # pragma: no cover
-    fcntl = None
+from explainer.room.settings import load_settings, save, settings_path
 
 ENV_ROOM, ENV_SEAT, ENV_HUB_TOKEN = "EXPLAINER_ROOM", "EXPLAINER_SEAT", "JUPYTERHUB_API_TOKEN"
 TIMEOUT = 1.5                 # seconds, the whole post (connect, send, answer)
@@ -54,46 +49,6 @@ INSTRUCTOR_HEADER = "X-Room-Instructor"      # the instructor's key: a folder's 
 FIELDS = ("exercise", "passed", "failure", "seat", "time", "seat_key")
 JOIN_FIELDS = ("seat", "seat_key")
 LAST: dict = {}               # the latest post's outcome: {"status": 200} or {"error": "..."} (tests, the CLI)
-
-
-def settings_path() -> str:
-    """This user's room settings: ``$XDG_CONFIG_HOME/explainer/room.json`` (default ``~/.config``)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "explainer", "room.json")
-
-
-def load_settings() -> dict:
-    """The settings file as a dict ({} when there is none or it is not ours to read)."""
-    try:
-        with open(settings_path(), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _save(update) -> dict:
-    """Read, ``update(settings)``, write back whole (0600 in a 0700 folder), under a lock on the folder."""
-    path = settings_path()
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    lock = os.open(folder, os.O_RDONLY)
-    try:
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        data = load_settings()
-        update(data)
-        fd, tmp = tempfile.mkstemp(prefix="room.", suffix=".tmp", dir=folder)     # 0600, never through a link
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    finally:
-        os.close(lock)
-    return data
 
 
 def clean_seat(seat: str) -> str:
@@ -108,7 +63,7 @@ def default_seat() -> str:
     if not isinstance(suffix, str) or not suffix.isalnum():
         suffix = secrets.token_hex(2)
         try:
-            suffix = _save(lambda d: d.setdefault("suffix", suffix))["suffix"]
+            suffix = save(lambda d: d.setdefault("suffix", suffix))["suffix"]
         except OSError:
             pass                                          # a read-only home: the suffix lasts this process
     try:
@@ -150,7 +105,7 @@ def keep_instructor_key(room_url: str, key: str) -> None:
         keys = data.get("instructor") if isinstance(data.get("instructor"), dict) else {}
         keys.pop(_token(room_url), None)
         data["instructor"] = dict(list(keys.items())[-7:] + [(_token(room_url), key)])   # the 8 latest rooms
-    _save(update)
+    save(update)
 
 
 def instructor_key(room_url: str) -> str | None:
@@ -173,7 +128,7 @@ def seat_key(room_url: str, seat: str) -> str | None:
 def keep_key(room_url: str, seat: str, key: str) -> None:
     def update(data: dict) -> None:
         _keys(data, room_url)[seat] = key
-    _save(update)
+    save(update)
 
 
 def api_url(room_url: str, route: str) -> str:
@@ -269,7 +224,7 @@ def join(room_url: str, seat: str) -> Joined:
     url, seat = api_url(room_url, "join"), clean_seat(seat)
     out = post(url, {"seat": seat, "seat_key": seat_key(room_url, seat)})
     if out.get("status") in (None, 200):                  # joined, or the board is not up yet: keep the choice
-        _save(lambda d: d.update(room=room_url.strip(), seat=seat))
+        save(lambda d: d.update(room=room_url.strip(), seat=seat))
     out = _claimed(room_url.strip(), seat, out)
     return Joined(shown_room(room_url), seat, out.get("status"), out.get("error"))
 
@@ -292,9 +247,7 @@ def report_verdict(exercise: str, passed: bool, failure: str | None, seat: str |
     name = seat_name(seat)
     body = payload(exercise, passed, failure, name, seat_key(room_url, name))
     key = instructor_key(room_url) if instructor else None
-    headers = {INSTRUCTOR_HEADER: key} if key else None
-
-    headers = hub_headers(room_url)
+    headers = {**hub_headers(room_url), **({INSTRUCTOR_HEADER: key} if key else {})}
 
     def send():
         LAST.update(_claimed(room_url, name, post(url, body, headers=headers)))

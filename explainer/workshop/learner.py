@@ -180,16 +180,12 @@ def value_source(v, depth: int = 0) -> str | None:
         return repr(v)
     if kind in (list, tuple, set, frozenset):
         items = [value_source(x, depth + 1) for x in v]
-        if None in items:
-            return None
-        inner = ", ".join(items)
-        return {list: f"[{inner}]", tuple: f"({inner}{',' if len(items) == 1 else ''})",
+        inner = None if None in items else ", ".join(items)
+        return None if inner is None else {list: f"[{inner}]", tuple: f"({inner}{',' if len(items) == 1 else ''})",
                 set: f"{{{inner}}}" if items else "set()", frozenset: f"frozenset({{{inner}}})"}[kind]
     if kind is dict:
         pairs = [(value_source(k, depth + 1), value_source(x, depth + 1)) for k, x in v.items()]
-        if any(None in pair for pair in pairs):
-            return None
-        return "{" + ", ".join(f"{k}: {x}" for k, x in pairs) + "}"
+        return None if any(None in pair for pair in pairs) else "{" + ", ".join(f"{k}: {x}" for k, x in pairs) + "}"
     return None
 
 
