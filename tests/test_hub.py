@@ -130,6 +130,18 @@ def test_each_server_runs_as_its_own_account_with_a_private_home(hub, learners):
     assert "READ" not in out["stdout"] and out["stdout"].count("refused") == 3, out
 
 
+def test_jupyterlab_opens_the_learners_notebooks_trusted(hub, learners):
+    """What JupyterLab asks when it opens a notebook (the contents API): it answers, and the stored outputs show
+    (trusted: the learner's own signature store, a copy of the one `make hub` signed them in)."""
+    for name, (s, _) in learners.items():
+        for path in ("notebooks/workshop/exercises.ipynb", "notebooks/01_canvas_sampler.ipynb"):
+            model = s.request(f"api/contents/{path}?type=notebook&content=1")
+            cells = model["content"]["cells"]
+            assert model["type"] == "notebook" and cells, (name, path)
+            assert all(c["metadata"].get("trusted", True) is True for c in cells if c["cell_type"] == "code"), (
+                name, path, "not trusted")
+
+
 def status_of(session: Session, path: str) -> int:
     try:
         with session.follow.open(session.base + path) as resp:

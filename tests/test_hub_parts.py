@@ -162,3 +162,20 @@ def test_hub_serve_refuses_bad_input_in_one_line(tmp_path, args, says):
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.count("\n") == 1 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_new_home_gets_the_notebooks_and_its_own_copy_of_the_signature_store(tmp_path):
+    import pwd
+    prefix = tmp_path / "prefix"
+    (prefix / "notebooks" / "workshop").mkdir(parents=True)
+    (prefix / "notebooks" / "workshop" / "exercises.ipynb").write_text("{}")
+    signed = prefix / "venv" / "share" / "jupyter" / "explainer-trust" / "nbsignatures.db"
+    signed.parent.mkdir(parents=True)
+    signed.write_bytes(b"signatures")
+    home = tmp_path / "homes" / "exl-001"
+    home.parent.mkdir()
+    accounts.make_home(home, prefix / "notebooks", pwd.getpwuid(os.getuid()))
+    assert (home / "notebooks" / "workshop" / "exercises.ipynb").is_file()
+    store = accounts.trust_store(home)
+    assert store.read_bytes() == b"signatures" and store != signed          # its own copy: the learner writes it
+    assert oct(home.stat().st_mode & 0o777) == "0o700"

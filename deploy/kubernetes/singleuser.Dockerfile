@@ -19,7 +19,8 @@ RUN mamba env update -n base -f /opt/explainer/src/environment.yml \
  && mamba install -y -n base jupyterhub-singleuser=5.5.0 \
  && mamba clean -afy
 
-# JupyterLab's settings and one notebook-signature store for the image, as scripts/setup.sh writes them for a venv;
+# JupyterLab's settings and one notebook-signature store for the image, as scripts/setup.sh writes them for a venv
+# (the learner's: JupyterLab writes to it whenever it opens a notebook, and the pod has one learner);
 # then what every learner's home starts with (values.yaml copies it at the first start): the notebooks and the
 # exercises, never the solutions (as `make hub`'s notebooks/), trusted.
 RUN mkdir -p /opt/conda/share/jupyter/lab/settings /opt/conda/etc/jupyter /opt/conda/etc/ipython \
@@ -35,6 +36,7 @@ RUN mkdir -p /opt/conda/share/jupyter/lab/settings /opt/conda/etc/jupyter /opt/c
  && cp /opt/explainer/src/notebooks/*.ipynb /opt/explainer/src/notebooks/*.md /opt/explainer/notebooks/ \
  && cp /opt/explainer/src/notebooks/workshop/exercises.ipynb /opt/explainer/notebooks/workshop/ \
  && jupyter trust /opt/explainer/notebooks/*.ipynb /opt/explainer/notebooks/workshop/*.ipynb \
- && chmod -R a+rX,go-w /opt/explainer /opt/conda/share/jupyter/explainer-trust
+ && chmod -R a+rX,go-w /opt/explainer \
+ && chown -R ${NB_UID}:${NB_GID} /opt/conda/share/jupyter/explainer-trust
 
 USER ${NB_UID}

@@ -136,12 +136,26 @@ class Learners:
         return user
 
 
+TRUST_STORE = ".local/share/jupyter/nbsignatures.db"     # in the home: the learner's own notebook signatures
+
+
+def trust_store(home: str | Path) -> Path:
+    """The learner's own signature store (JupyterLab writes to it whenever it opens a notebook, so the venv's,
+    read-only for the learner, cannot serve): the spawner points the learner's server at it."""
+    return Path(home) / TRUST_STORE
+
+
 def make_home(home: Path, notebooks: Path, user: pwd.struct_passwd) -> None:
-    """``home`` 0700, the learner's own, with a copy of ``notebooks`` (an existing home is kept as it is)."""
+    """``home`` 0700, the learner's own, with a copy of ``notebooks`` (an existing home is kept as it is) and of
+    the venv's signature store, which trusts them (``make hub`` signed the same files: the venv beside them)."""
     if not home.exists():
         home.mkdir(mode=0o700)
         if notebooks.is_dir():
             shutil.copytree(notebooks, home / "notebooks", symlinks=False)
+        signed = notebooks.parent / "venv" / "share" / "jupyter" / "explainer-trust" / "nbsignatures.db"
+        if signed.is_file():
+            trust_store(home).parent.mkdir(parents=True)
+            shutil.copyfile(signed, trust_store(home))
         for root, dirs, files in os.walk(home):
             for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
                 os.lchown(name, user.pw_uid, user.pw_gid)

@@ -24,6 +24,7 @@ from explainer.hub.limits import Limits, group_for
 from explainer.hub.spawner import BOARD_PATH, LearnerSpawner
 from explainer.hub.state import State
 
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 ADMIN_SCOPES = ["admin:users", "admin:servers", "tokens", "list:users", "read:users", "read:servers",
                 "access:servers", "read:hub", "access:services", "list:services", "read:services"]
 CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
@@ -48,7 +49,8 @@ def configure(c) -> None:
     c.JupyterHub.cleanup_servers = True          # a stopped hub stops the learners' servers (their files stay)
     c.JupyterHub.cleanup_proxy = True
     c.JupyterHub.concurrent_spawn_limit = 20
-    c.JupyterHub.template_vars = {"announcement_login": "Your name, and the room code from the board."}
+    c.JupyterHub.template_paths = [TEMPLATES]       # the login form in the room's words: name, room code
+    c.JupyterHub.template_vars = {"announcement_login": "Type your name and the room code shown on the projector."}
 
     c.JupyterHub.authenticator_class = RoomCodeAuthenticator
     c.Authenticator.allow_all = True              # authenticate() decides: the room code and the name rules

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 
 from explainer.hub.authenticator import RoomCodeAuthenticator
+from explainer.hub.config import TEMPLATES
 from explainer.hub.spawner import BOARD_PATH
 from explainer.hub.state import Settings, State
 
@@ -70,5 +71,6 @@ def configure(c, state_dir: str | None = None) -> None:
     c.PodRoomCodeAuthenticator.state_dir = str(state.path)
     c.Authenticator.allow_all = True              # authenticate() decides: the room code and the name rules
     c.Authenticator.admin_users = {s.instructor}
-    c.JupyterHub.template_vars = {"announcement_login": "Your name, and the room code from the board."}
+    c.JupyterHub.template_paths = [TEMPLATES]
+    c.JupyterHub.template_vars = {"announcement_login": "Type your name and the room code shown on the projector."}
     c.KubeSpawner.pre_spawn_hook = seat          # EXPLAINER_ROOM (BOARD_URL) is the chart's singleuser.extraEnv

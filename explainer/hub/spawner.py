@@ -18,6 +18,7 @@ import pwd
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
 from traitlets import default
 
+from explainer.hub.accounts import trust_store
 from explainer.hub.limits import Limits
 from explainer.hub.state import State
 
@@ -42,6 +43,10 @@ class LearnerSpawner(LocalProcessSpawner):
                    PATH=f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", VIRTUAL_ENV=venv,
                    EXPLAINER_SEAT=self.user.name)
         return env
+
+    def get_args(self):
+        """The learner's own signature store: opening a notebook writes to it (the venv's is read-only to them)."""
+        return [*super().get_args(), f"--NotebookNotary.db_file={trust_store(self.account().pw_dir)}"]
 
     def make_preexec_fn(self, name):
         user = self.account()
