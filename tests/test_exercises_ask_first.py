@@ -94,3 +94,24 @@ def test_the_exercise_page_does_not_give_the_answer(exercise):
     page = (REPO / "docs" / f"exercise-{exercise}.md").read_text(encoding="utf-8")
     for word in ANSWERS[exercise][1]:
         assert word not in page, f"docs/exercise-{exercise}.md names {word!r}"
+
+
+def test_the_accept_exercise_states_its_tie_rule():
+    """A tie at the cut is accepted either way, and the page and the notebook say so (the check used to demand
+    torch.sort's unspecified order of equal entropies, which the page never stated)."""
+    page = (REPO / "docs" / "exercise-accept.md").read_text(encoding="utf-8")
+    cell = next(_text(c["source"]) for c in _cells(EXERCISES) if _text(c["source"]).startswith("## 1. `accept`"))
+    for text in (page, cell):
+        assert "any of them may be the accepted ones" in text and "every order" in text
+
+
+def test_the_gates_stored_hint_names_no_answer():
+    """The tensor-dict-gate's stored stub check (the folded hint) says what went wrong without naming the attribute
+    the gate should read: not in its message, not in its picture (it used to say "(supports_tensor_dict False)"
+    and draw a supports_tensor_dict column)."""
+    cells = _cells(EXERCISES)
+    cell = cells[check_cell(cells, "tensor-dict-gate")]
+    shown = "\n".join(_text(v) for out in cell["outputs"] for v in out.get("data", {}).values())
+    assert "<workshop check tensor-dict-gate: FAIL" in shown
+    for word in ANSWERS["tensor-dict-gate"][1]:
+        assert word not in shown.replace("<wbr>", "")

@@ -53,3 +53,24 @@ def test_the_notebook_stops_before_the_answer_and_hides_nothing_above(name):
     assert any(re.search(answer, visible(c, unfold=True)) for c in cells[stops[0]:]), "the pattern finds nothing"
     above = [(i, m.group(0)) for i, c in enumerate(cells[:stops[0]]) for m in [re.search(answer, visible(c))] if m]
     assert not above, f"{name}: the answer of {exercise} is visible before its stop: {above}"
+
+
+def _pictures(cell: dict) -> str:
+    """The diagrams a code cell shows (SVG) and the DOT source it prints, as text."""
+    outs = [_text(v) for o in cell.get("outputs", []) for kind, v in o.get("data", {}).items()
+            if kind.startswith("image/svg")]
+    outs += [_text(o.get("text", "")) for o in cell.get("outputs", []) if "digraph" in _text(o.get("text", ""))]
+    return "\n".join(outs)
+
+
+def test_no_diagram_before_the_sync_fields_stop_names_a_field():
+    """Notebook 2's diagrams above its workshop stop (§1's stages, §3's never-sent edge) draw that a part reads the
+    state, not which field (they used to label the three fields rank 0 reads: the exercise's answer). The same
+    diagram after the stop (§5, state sync) names them, so the test cannot pass on a notebook without diagrams."""
+    cells = json.loads((NOTEBOOKS / "02_pipeline_parallel.ipynb").read_text(encoding="utf-8"))["cells"]
+    stop = next(i for i, c in enumerate(cells) if _text(c["source"]).startswith("**Workshop: do the exercise now.**"))
+    drawn = [i for i, c in enumerate(cells[:stop]) if _pictures(c)]
+    assert len(drawn) >= 2, "the diagrams of §1 and §3 are gone"
+    named = [(i, m.group(0)) for i in drawn for m in [re.search(FIELDS, _pictures(cells[i]))] if m]
+    assert not named, f"a diagram before the sync-fields stop names a field: {named}"
+    assert any(re.search(FIELDS, _pictures(c)) for c in cells[stop:]), "no diagram after the stop names the fields"

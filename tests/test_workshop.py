@@ -168,3 +168,11 @@ def test_accept_checker_runs_the_learners_rule_inside_the_real_sampler(tmp_path)
     real = next(c for c in data["checks"] if c["name"].startswith("real entropies"))
     assert real["detail"] == "6 cases equal"
     assert data["figures"]["calls to your function"] > data["figures"]["cases"]
+
+
+def test_no_gate_failure_names_the_attribute_to_read():
+    """Whatever the learner's gate did wrong, the reason and every check's detail say what happened (the backend,
+    the path, the error), never the answer's attribute."""
+    for name, f in graded("tensor-dict-gate").items():
+        said = json.dumps([f["reason"], [c["detail"] for c in f["checks"]]])
+        assert "supports_tensor_dict" not in said, (name, said)

@@ -83,6 +83,18 @@ def test_a_wrong_answer_cannot_forge_its_verdict(pkg, attack):
     assert proc.returncode == 1 and data["passed"] is False and data["status"] == "fail", proc.stdout[-2000:]
 
 
+@pytest.mark.parametrize("attack, exercise, failed", [("self_reported_bool", "tensor-dict-gate", "returns a bool"),
+                                                      ("self_reported_unchanged", "accept", "distinct values")])
+def test_the_learners_process_does_not_report_on_itself(pkg, attack, exercise, failed):
+    """Its answers are data (what the function returned, its input after the call); the verdict on them ("returns
+    a bool", input unchanged) is computed here. A process that replaces the exercise's `answer` to claim a bool or
+    an unchanged input gets nothing for it."""
+    proc = cli(pkg, "check", exercise, ATTACKS / f"{attack}.py", "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["passed"] is False, proc.stdout[-2000:]
+    assert any(c["name"] == failed and not c["passed"] for c in data["checks"]), data["checks"]
+
+
 def test_output_injection_does_not_reach_the_graders_stdout(pkg):
     proc = cli(pkg, "check", "accept", ATTACKS / "stdout_injection.py", "--json")
     data = json.loads(proc.stdout)                         # exactly one object: nothing was written beside it

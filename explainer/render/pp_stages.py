@@ -41,10 +41,9 @@ def _plan(source):
     return pp, layers, cross, missing, reads, mode, f"config: PP={pp} ({mode}), not run"
 
 
-def _rank_cluster(r: int, pp: int, layers: dict, reads: dict) -> list[str]:
-    """One rank as a cluster: its stage's boxes in order, its copy of the state, the fields it reads. What a box
-    reads is written in the box itself ("reads draft_tokens"), never on the dotted edge: an edge label is
-    placed by graphviz wherever there is room, which can be across the rank's own outline."""
+def _rank_cluster(r: int, pp: int, layers: dict, reads: dict, fields: bool) -> list[str]:
+    """One rank as a cluster: its stage's boxes in order, its copy of the state, the fields it reads (written in the
+    box, "reads draft_tokens", never on the dotted edge: graphviz may place an edge label across the outline)."""
     last = pp - 1
     start, end = layers.get(r, (0, 0))
     role = ("first + last rank" if pp == 1 else "first rank" if r == 0 else "last rank" if r == last else "rank")
@@ -53,23 +52,22 @@ def _rank_cluster(r: int, pp: int, layers: dict, reads: dict) -> list[str]:
     chain = list(boxes) + ([f"r{r}_head", f"r{r}_sampler"] if r == last else [])
     reader = {f: (f"r{r}_{READER[f]}" if f"r{r}_{READER[f]}" in boxes else f"r{r}_layers") for f in sorted(reads.get(r, ()))}
     for f, node in reader.items():
-        boxes[node] += f"\nreads {f}"
+        boxes[node] += f"\nreads {f}" if fields else "" if "reads" in boxes[node] else "\nreads the state"
     out = [f"  subgraph cluster_rank{r} {{", f'    label={quote(f"rank {r} ({role})")}; style=rounded;']
     out += [f"    {node} [label={quote(label)}];" for node, label in boxes.items()]
     if r == last:
         out += [f'    r{r}_head [label="norm + tied head\\n(softcap logits)"];',
                 f'    r{r}_sampler [label="DiffusionSampler\\n(advances the state)", fillcolor="#e3f2fd"];']
-    owner = " (owner)" if r == last else " (copy)"
-    out.append(f'    r{r}_state [shape=cylinder, fillcolor="#ede7f6", label='
-               + quote(f"DiffusionGemmaRequestStates{owner}\nis_encoder_phase, self_conditioning_embeds,"
-                       "\ndraft_tokens (RequestState)") + "];")
+    held = "is_encoder_phase, self_conditioning_embeds,\ndraft_tokens (RequestState)" if fields else "the per-request state"
+    label = quote(f"DiffusionGemmaRequestStates ({'owner' if r == last else 'copy'})\n{held}")
+    out.append(f'    r{r}_state [shape=cylinder, fillcolor="#ede7f6", label={label}];')
     out.append("  }")
     out += [f"  {a} -> {b};" for a, b in zip(chain, chain[1:])]
     out += [f'  r{r}_state -> {node} [style=dotted, color="#CC79A7"];' for node in dict.fromkeys(reader.values())]
     return out
 
 
-def _crossings(pp: int, cross: dict, missing: list, reads: dict, lab) -> list[str]:
+def _crossings(pp: int, cross: dict, missing: list, reads: dict, lab, fields: bool) -> list[str]:
     """What crossed (forward, back-channel, state sync) and what a rank reads that nothing carried."""
     last, out = pp - 1, []
     for r in range(last):                                           # forward: IntermediateTensors
@@ -88,17 +86,18 @@ def _crossings(pp: int, cross: dict, missing: list, reads: dict, lab) -> list[st
                   and (cross[f].get("receiver", r) == r or cross[f]["op"] == "broadcast")]
         if stale:          # read on this rank, carried by no transfer of the run
             out.append(f'  r{last}_state -> r{r}_state [style=dashed, penwidth=2, color="#D55E00", fontcolor="#B54D00", '
-                       "label=" + quote("✗ never sent (STALE on rank %d):\n" % r
-                                        + "\n".join(f"{f}  {FIELD_SHAPE[f]}" for f in stale)) + "];")
+                       "label=" + quote(f"✗ never sent (STALE on rank {r}):\n" + ("\n".join(f"{f}  {FIELD_SHAPE[f]}" for f in stale)
+                                                                                   if fields else f"the state rank {r} reads")) + "];")
         if synced:
             out.append(f'  r{last}_state -> r{r}_state [penwidth=2, color="#009E73", fontcolor="#00704f", label='
                        + quote("✓ state sync (#52015):\n" + "\n".join(lab(f) for f in synced)) + "];")
     return out
 
 
-def stages_dot(source) -> str:
-    """DOT source of the PP stages and what crosses them. ``source``: a Trace, a ScenarioResult, or an
-    EngineConfig (then nothing was run: shapes are symbolic and no bytes are shown)."""
+def stages_dot(source, fields: bool = True) -> str:
+    """DOT source of the PP stages and what crosses them. ``source``: a Trace, a ScenarioResult, or an EngineConfig
+    (then nothing was run: shapes are symbolic and no bytes are shown). ``fields=False``: which fields a box reads
+    and which were never sent go unnamed (notebook 2 before its workshop stop: they are ``sync-fields``' answer)."""
     pp, layers, cross, missing, reads, mode, title = _plan(source)
     last = pp - 1
     lab = (lambda n: f"{n}  {cross[n]['symbolic']}") if cross and "symbolic" in next(iter(cross.values())) \
@@ -109,9 +108,9 @@ def stages_dot(source) -> str:
            '  node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
     for r in range(pp):
-        out += _rank_cluster(r, pp, layers, reads)
+        out += _rank_cluster(r, pp, layers, reads, fields)
     out.append(f'  r{last}_sampler -> r{last}_state [color="#0072B2", label="writes every step"];')
-    out += _crossings(pp, cross, missing, reads, lab)
+    out += _crossings(pp, cross, missing, reads, lab, fields)
     keys = ["legend", "dotted: a box reads its rank's", "  own copy of the state",
             "'writes every step': the sampler"]
     if pp > 1:

@@ -8,6 +8,11 @@ Cases, grouped into named checks: distinct values, ties, all-equal rows, bound 0
 large bounds, batch > 1, random tensors, and the entropies of a real generation (then the whole
 generation with the learner's rule must equal the library's, token for token). Every case compares the
 bool mask; the first differing case of each group is kept for the report and the panel's case table.
+
+Ties: when equal entropies straddle the cut, which of them come first is not specified (``torch.sort`` leaves
+the order of equal values unspecified, and ``stable=True`` or Python's ``sorted`` choose otherwise), so a mask
+passes when it accepts, per row, as many positions of every entropy value as the library's does
+(``same_up_to_ties``): any order of equal entropies is right.
 The learner's function runs in its jail (``answer``, in the learner's process): each case goes there as lists
 of floats, the mask comes back as lists of bools, and the comparison with the reference happens here (``grade``).
 """
@@ -53,6 +58,15 @@ EXAMPLES = {
                     ("case 'one row, three accepted'", "expected accepted, got rejected")),
     "solution": Example(_answer("h, order = torch.sort(entropy, dim=-1)\nkeep = torch.cumsum(h, dim=-1) - h <= bound\n"
                                 "return torch.zeros_like(keep).scatter_(-1, order, keep)")),
+    "stable_sort": Example(_answer("h, order = torch.sort(entropy, dim=-1, stable=True)\n"
+                                   "keep = torch.cumsum(h, dim=-1) - h <= bound\n"
+                                   "return torch.zeros_like(keep).scatter_(-1, order, keep)")),
+    "python_sorted": Example(_answer("keep = torch.zeros_like(entropy, dtype=torch.bool)\n"
+                                     "for b, row in enumerate(entropy):\n"
+                                     "    order = sorted(range(len(row)), key=lambda k: float(row[k]))\n"
+                                     "    h = row[order]\n"
+                                     "    keep[b, order] = torch.cumsum(h, 0) - h <= bound\n"
+                                     "return keep")),
     "per_position": Example(_answer("return entropy <= bound"), ("case '", "expected")),
     "strict": Example(_answer("h, order = torch.sort(entropy, dim=-1)\nkeep = torch.cumsum(h, dim=-1) - h < bound\n"
                               "return torch.zeros_like(keep).scatter_(-1, order, keep)"),
@@ -112,12 +126,12 @@ def reference() -> None:
 
 
 def answer(fn, args: dict) -> dict:
-    """Inside the jail: the learner's rule on one case (lists of floats in), its mask as lists of bools out, and
-    whether it changed its input in place."""
+    """Inside the jail: the learner's rule on one case (lists of floats in); out, as data only: its mask (lists of
+    bools) and its input as it is after the call. Whether the input changed is judged by the check, never here."""
     h = torch.tensor(args["entropy"], dtype=torch.float32)
     given = h.clone()
     got = fn(given, float(args["bound"]))
-    out = {"changed": given.shape != h.shape or bool((given != h).any())}
+    out = {"input_after": given.tolist()}
     if isinstance(got, torch.Tensor):
         out["tensor"] = {"dtype": str(got.dtype).removeprefix("torch."), "shape": list(got.shape),
                          "data": got.tolist() if got.numel() <= 65536 else None}
@@ -167,7 +181,7 @@ def _ask(learner, code, h: torch.Tensor, bound: float, what: str) -> dict:
 def _mask(value: dict, h: torch.Tensor) -> tuple[str | None, torch.Tensor | None]:
     """The learner's answer (plain data from the jail) as a bool mask, or why it is not one."""
     shape = list(h.shape)
-    if value.get("changed") is True:
+    if not _unchanged(value.get("input_after"), h):          # judged here, from the input as the call left it
         return "changed its input `entropy` in place (sort into a new tensor instead)", None
     t = value.get("tensor")
     if not isinstance(t, dict):
@@ -184,6 +198,33 @@ def _mask(value: dict, h: torch.Tensor) -> tuple[str | None, torch.Tensor | None
     return None, torch.tensor(data, dtype=torch.bool)
 
 
+def _unchanged(after, h: torch.Tensor) -> bool:
+    """The learner's process sent back its input as it was after the call: equal to what was sent (same shape,
+    every value equal as float32, NaN where NaN was)?"""
+    try:
+        seen = torch.tensor(after, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    sent = h.to(torch.float32)
+    if seen.shape != sent.shape or not torch.equal(seen.isnan(), sent.isnan()):
+        return False
+    return torch.equal(torch.where(seen.isnan(), 0.0, seen), torch.where(sent.isnan(), 0.0, sent))
+
+
+def same_up_to_ties(got: torch.Tensor, want: torch.Tensor, h: torch.Tensor) -> bool:
+    """``got`` equals ``want`` but perhaps for which of several equal entropies at the cut are accepted: per row,
+    as many accepted positions of every entropy value (all below the cut, none above, and the count at it)."""
+    if torch.equal(got, want):
+        return True
+    for row in range(h.shape[0]):
+        values, which = torch.unique(h[row], return_inverse=True)
+        ones = torch.ones_like(h[row], dtype=torch.long)
+        per_value = lambda mask: torch.zeros(len(values), dtype=torch.long).index_add_(0, which, ones * mask)  # noqa: E731
+        if not torch.equal(per_value(got[row].long()), per_value(want[row].long())):
+            return False
+    return True
+
+
 def _compare(learner, code, label: str, h: torch.Tensor, bound: float) -> tuple[str | None, dict]:
     """None if equal; else the reason and the case for the table (compared here, never in the jail)."""
     want = library_rule(h, bound)
@@ -194,7 +235,7 @@ def _compare(learner, code, label: str, h: torch.Tensor, bound: float) -> tuple[
     if why:
         return why, case
     case["got"] = got.tolist()
-    if torch.equal(got, want):
+    if same_up_to_ties(got, want, h):
         return None, case
     row, col = [int(x) for x in (got != want).nonzero()[0]]
     w = bool(want[row, col])

@@ -117,10 +117,27 @@ def reference() -> None:
 
 
 def answer(fn, args: dict) -> dict:
-    """Inside the jail: the learner's gate on one communicator's facts; the bool it means, its type and repr."""
+    """Inside the jail: the learner's gate on one communicator's facts; out, as data only: the value itself when
+    it is plain (a bool, a number, text, None), what it means in an ``if`` (``truth``), its type's name and repr.
+    Whether it is a bool is judged by the check from the value, never from what this process says."""
     facts = args.get("facts")
     value = fn(None if facts is None else Communicator(**facts))
-    return {"bool": bool(value), "type": type(value).__name__, "repr": repr(value)[:60]}
+    plain = value if type(value) in (bool, int, float, type(None)) else value[:60] if type(value) is str else None
+    return {"value": plain, "truth": bool(value), "type": type(value).__name__, "repr": repr(value)[:60]}
+
+
+def returned(value: dict) -> tuple[bool, str]:
+    """(what the gate's answer means, its type) from the learner's process's data: a bool only when the value
+    that crossed is one; the name it gives its type is shown only for a value that is not plain."""
+    v, truth = value.get("value"), value.get("truth")
+    if isinstance(v, bool):
+        return v, "bool"
+    if not isinstance(truth, bool):
+        raise ValueError("no truth value")
+    if v is not None:
+        return truth, type(v).__name__
+    said = str(value.get("type"))[:40]
+    return truth, said if said not in ("bool", "") else "an object that is not a bool"
 
 
 def ask_table(learner, code) -> list[dict]:
@@ -132,10 +149,11 @@ def ask_table(learner, code) -> list[dict]:
                 f"rank {facts['rank_in_group']}")
         with learner_phase(what):
             value = learner.call(ABOUT.id, {"facts": facts}, what)
-        if not isinstance(value.get("bool"), bool):
-            raise LearnerLimit(f"{what}: the learner's process answered with malformed data", "malformed answer")
-        table.append({"facts": facts, "bool": value["bool"], "type": str(value.get("type"))[:40],
-                      "returned": str(value.get("repr"))[:60]})
+        try:
+            meaning, kind = returned(value)
+        except ValueError:
+            raise LearnerLimit(f"{what}: the learner's process answered with malformed data", "malformed answer") from None
+        table.append({"facts": facts, "bool": meaning, "type": kind, "returned": str(value.get("repr"))[:60]})
     return table
 
 
@@ -149,8 +167,7 @@ def gate_rank(table: list[dict]) -> dict:
         row = next((r for r in table if r["facts"] == facts), None)
         if row is None:
             raise RuntimeError(f"the check asked the gate for no communicator like this one: {facts}")
-        asked.append({"backend": facts["backend"], "supports_tensor_dict": facts["supports_tensor_dict"],
-                      "returned": row["returned"], "type": row["type"]})
+        asked.append({"backend": facts["backend"], "returned": row["returned"], "type": row["type"]})
         return row["bool"]
 
     group = GroupCoordinator([[0, 1]], group_name="pp", config=CommConfig(gate="post-40150"), gate_fn=gate)
@@ -237,8 +254,7 @@ def grade(learner, code):
                                                          f"generic path delivered the dict"))
     else:
         checks.append(Check("two nodes: delivers", False, (
-            f"your gate said {_said(two)} on a communicator that fell back to {backend2} "
-            f"(supports_tensor_dict False): {what2}"
+            f"your gate said {_said(two)} on a communicator that fell back to {backend2}: {what2}"
             + (" (before #40150 this was AttributeError: module 'torch.distributed' has no attribute "
                "'send_tensor_dict')" if "NotImplementedError" in what2 else ""))))
     ok1, what1 = _outcome(one)
@@ -251,7 +267,7 @@ def grade(learner, code):
     elif ok1:
         checks.append(Check("one node: shared-memory fast path", False, (
             f"correct but slow: lost the shared-memory fast path on one node (your gate said {_said(one)} for a "
-            f"communicator with backend {backend1} and supports_tensor_dict True; the dict went the generic "
+            f"communicator with backend {backend1}, which can take the whole dict; it went the generic "
             f"path: metadata, then one gloo send per tensor)")))
     else:
         checks.append(Check("one node: shared-memory fast path", False, f"your gate said {_said(one)}: {what1}"))
@@ -267,7 +283,7 @@ def grade(learner, code):
 
 def picture(report) -> str:
     """The panel's picture of a failure: per run and rank, the node, the communicator's backend, what the gate
-    said and the path taken."""
+    said and the path taken (never the attribute the gate should read: the picture is a hint, not the answer)."""
     runs = report.picture.get("runs") or []
     rows = []
     for run in runs:
@@ -281,10 +297,9 @@ def picture(report) -> str:
                        "✓ sent" if r.get("rank") == 0 and r.get("agree", True) else "✗ not delivered")
             rows.append(f"<tr><td>{label}</td><td>{r['rank']}</td><td>{text_html(outcome)}</td><td>{path}</td>"
                         f"<td>{text_html(said)}</td><td>{text_html(str(r.get('backend')))}</td>"
-                        f"<td>{r.get('asked', [{}])[0].get('supports_tensor_dict', '-') if r.get('asked') else '-'}"
-                        f"</td><td>{r['node']}</td></tr>")
+                        f"<td>{r['node']}</td></tr>")
     return ('<div class="xp-ws-note"><b>what each rank saw</b> (real rank processes; the same PP dict '
             'hidden_states + residual [2, 8, 64] fp32, rank 0 → rank 1)</div><div class="xp-ws-scroll">'
             '<table class="xp-ws-runs"><tr><th>run</th>'
             '<th>rank</th><th>outcome</th><th>path taken</th><th>your gate said</th><th>backend</th>'
-            '<th>supports_<wbr>tensor_<wbr>dict</th><th>node</th></tr>' + "".join(rows) + "</table></div>")
+            '<th>node</th></tr>' + "".join(rows) + "</table></div>")
