@@ -213,3 +213,23 @@ def test_end_does_not_signal_a_group_whose_leader_changed():
     finally:
         victim.send_signal(signal.SIGKILL)
         victim.wait()
+
+
+def test_a_checks_own_files_are_never_written_through_a_link(tmp_path):
+    """The check's record (check.json), its progress file and its output are each made new (O_EXCL, no link
+    followed): a link planted where one goes is refused, and the file it points at, or would make, is untouched."""
+    from explainer.workshop import private_dir, progress
+    victim = tmp_path / "root-only"
+    victim.write_text("keep\n")
+    work = tmp_path / "work"
+    work.mkdir(mode=0o700)
+    os.symlink(victim, work / "check.json")
+    with pytest.raises(FileExistsError):
+        process_group.record(work, os.getpid())
+    os.symlink(victim, work / "progress.jsonl")
+    with pytest.raises(FileExistsError):
+        progress.start(str(work / "progress.jsonl"))
+    os.symlink(tmp_path / "made-through-a-link", work / "output.txt")      # a dangling link: O_CREAT would follow it
+    with pytest.raises(FileExistsError):
+        private_dir.create(str(work / "output.txt"))
+    assert victim.read_text() == "keep\n" and not (tmp_path / "made-through-a-link").exists()
