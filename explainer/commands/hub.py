@@ -111,7 +111,7 @@ def board() -> int:
     settings = state.settings()
     try:
         server.serve(str(state.file("board.sqlite3")), settings.board_port,
-                     settings.extra.get("board_listen", "127.0.0.1"), lambda port, token: None,
+                     settings.extra.get("board_listen", "127.0.0.1"), lambda *ready: None,   # port, token, instructor key: unused here
                      **board_auth.service())
     except KeyboardInterrupt:
         pass
