@@ -1,6 +1,7 @@
 """Five browsers on the hub (Playwright, Debian's Chromium): five learners sign in on the login form, each reaches
 their own JupyterLab on the exercises notebook, writes the `accept` answer into its cell and runs the check until
-it passes; the board (its API, as the instructor) lists the five under their names, each passed.
+it passes; the board (its page in the instructor's browser, and its API) lists the five under their names,
+each passed.
 
 Screenshots (test-artifacts/hub/): the login page, a learner's JupyterLab with the passing check, the board, at
 1280 px wide, each also under a deuteranopia filter (Machado et al. 2009, full severity, on the whole page).
@@ -122,9 +123,12 @@ def test_five_browsers_sign_in_pass_a_check_and_show_on_the_board():
             sign_in(page, hub.url, "instructor", hub.secret("instructor-code"))
             page.wait_for_url("**/hub/**", timeout=60_000)
             page.goto(hub.url + "services/board/", timeout=60_000)
-            page.wait_for_selector("h1", timeout=60_000)
-            page.wait_for_timeout(5000)
-            shoot(page, "board")              # looked at: the page still asks for the laptop's room token
+            page.wait_for_selector("h1", timeout=60_000)      # the page itself draws the five, live through the hub
+            page.wait_for_function("document.querySelectorAll('#seats-body td[data-state=pass]').length === 5",
+                                   timeout=60_000)
+            assert "token" not in page.locator("#status").inner_text()
+            assert sorted(page.locator("#seats-body th").all_inner_texts()) == sorted(LEARNERS)
+            shoot(page, "board")
             ctx.close()
         status, board = hub.api("/services/board/api/board")
         assert status == 200

@@ -58,6 +58,13 @@ class HubIdentity:
             return None
         return model["name"]
 
+    def page_fields(self, handler) -> dict[str, str]:
+        """The page's requests are fetch()es authenticated by the hub's cookie, which JupyterHub accepts only with
+        its XSRF check value (``_xsrf``, ``jupyterhub/_xsrf_utils.py``): the page carries it (reading it also sets
+        the ``_xsrf`` cookie it is checked against)."""
+        return {"xsrf": handler.xsrf_token.decode(), "empty": "No seats yet. Each learner appears here under their hub "
+                "name with their first check."}
+
     def sign_in(self, handler) -> None:
         """Send the browser through the hub's OAuth, back to this page (as JupyterHub's own services do)."""
         params = {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from html import escape
 import json
 import time
 from importlib import resources
@@ -59,6 +60,12 @@ class RoomToken:
         elif not hmac.compare_digest(token.encode(), self.token.encode()):
             handler.refuse(403, "wrong room token")
         return None
+
+    def page_fields(self, handler) -> dict[str, str]:
+        """What the page says where it differs by room: the check value its requests carry (none on a laptop: the
+        token is in the URL) and the line shown before any seat."""
+        return {"xsrf": "", "empty": "No seats yet. Learners run <code>python -m explainer room join URL --seat NAME"
+                "</code> with this page's URL, then their checks."}
 
 
 class Room:
@@ -160,7 +167,9 @@ class Page(Base):
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Content-Security-Policy", "default-src 'none'; connect-src 'self'; "
                         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:")
-        self.finish(self.room.page)
+        fields = self.room.auth.page_fields(self)
+        self.finish(self.room.page.replace("/*XSRF*/", escape(fields["xsrf"], quote=True))
+                    .replace("/*EMPTY*/", fields["empty"]))
 
 
 class Join(Base):

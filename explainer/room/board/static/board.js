@@ -3,7 +3,8 @@
 "use strict";
 (function () {
   const token = new URLSearchParams(location.search).get("token") || "";
-  const q = "?token=" + encodeURIComponent(token);
+  const xsrf = document.querySelector('meta[name="xsrf"]').content;   // a hub's board: its cookie's check value
+  const q = "?token=" + encodeURIComponent(token) + (xsrf ? "&_xsrf=" + encodeURIComponent(xsrf) : "");
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
                                    if (text !== undefined) e.textContent = text; return e; };
