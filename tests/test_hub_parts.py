@@ -20,7 +20,7 @@ import tornado.netutil
 
 from explainer.hub import accounts
 from explainer.hub.sign_in_limits import Bucket
-from explainer.hub.state import CODE_ALPHABET, new_code, same_code
+from explainer.hub.state import CODE_ALPHABET, Settings, State, new_code, same_code
 from explainer.room import client
 from explainer.room.board import server
 
@@ -179,3 +179,26 @@ def test_a_new_home_gets_the_notebooks_and_its_own_copy_of_the_signature_store(t
     store = accounts.trust_store(home)
     assert store.read_bytes() == b"signatures" and store != signed          # its own copy: the learner writes it
     assert oct(home.stat().st_mode & 0o777) == "0o700"
+
+
+def test_hub_remove_ends_a_hub_that_outlived_its_serve(tmp_path):
+    """`hub serve` killed (SIGKILL: no clean-up ran) leaves its JupyterHub running in its own session; `hub remove`
+    ends every process that carries this hub's state folder before it deletes anything (a bench run left such hubs)."""
+    state = State(tmp_path / "state")
+    state.save_settings(Settings(prefix=str(tmp_path / "prefix"), homes=str(tmp_path / "homes"),
+                                 account_prefix=f"xr{os.getpid() % 1000}-"))
+    hub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                           env={**os.environ, "EXPLAINER_HUB_STATE": str(state.path)})
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                             env={**os.environ, "EXPLAINER_HUB_STATE": str(tmp_path / "another-hub")})
+    try:
+        out = subprocess.run([sys.executable, "-m", "explainer", "hub", "remove", "--yes", "--state", str(state.path)],
+                             capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert out.returncode == 0, out.stderr
+        assert "ended 1 process of this hub" in out.stdout
+        assert hub.wait(10) is not None and not state.path.exists()
+        assert other.poll() is None                          # another hub's process is not this hub's
+    finally:
+        for p in (hub, other):
+            p.kill()
+            p.wait()

@@ -23,7 +23,7 @@ import sys
 from explainer.commands.room import lan_address, listen_address
 from explainer.errors import UsageError
 from explainer.hub import accounts
-from explainer.hub.serve import HubError, serve
+from explainer.hub.serve import HubError, serve, stop
 from explainer.hub.state import DEFAULT_HOMES, DEFAULT_PREFIX, DEFAULT_STATE, Settings, State
 from explainer.validation import parse_int
 
@@ -94,6 +94,9 @@ def remove(args) -> int:
         print(f"hub remove would delete {len(users)} accounts named {settings.account_prefix}* with their homes in "
               f"{settings.homes}, and {state_dir}; run it again with --yes")
         return 1
+    ended = stop(None, State(state_dir), settings)        # a hub whose `hub serve` was killed still runs: end it first
+    if ended:
+        print(f"hub: ended {ended} process{'es' if ended > 1 else ''} of this hub that still ran")
     gone = accounts.remove_all(settings.account_prefix, settings.homes)
     shutil.rmtree(state_dir, ignore_errors=True)
     try:
