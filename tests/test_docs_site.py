@@ -358,17 +358,22 @@ def test_notebook_pages_render_their_diagrams_and_step_offline(site, browser):
 
 
 @pytest.mark.browser
-def test_a_page_whose_widget_manager_does_not_load_says_how_to_open_the_site_and_that_works(site, browser):
+def test_a_page_whose_widget_manager_does_not_load_says_how_to_open_the_site_and_that_works(site, browser, tmp_path):
     """The widget manager refused (as a browser that will not run it from disk would): the page says in one line
-    how to open the site; that command, run as printed (on a free port), serves the page with its steppers."""
+    how to open the site; that command, run as printed (on a free port), serves the page with its steppers. The
+    site sits on a stick mounted at a path with a space (the page's own URL spells it %20)."""
     page, log = browser
+    site = shutil.copytree(site, tmp_path / "USB STICK" / "site")
     path = site / "notebooks" / "01_canvas_sampler.html"
-    page.route("**/embed-amd.js", lambda route: route.abort())
+    stick = site.resolve().as_uri() + "/**"
+    page.route(stick, lambda route: route.continue_())         # the copy is the site here (the guard: no other file)
+    page.route("**/embed-amd.js", lambda route: route.abort())  # routed last, so it wins over the line above
     try:
         _open(page, log, path)
         hint = page.wait_for_selector(".xp-open-hint", timeout=15_000).inner_text()
     finally:
         page.unroute("**/embed-amd.js")
+        page.unroute(stick)
     assert page.locator(".widget-play").count() == 0
     m = re.search(r"(python3 -m http\.server .*? 8000), then (http://127\.0\.0\.1:8000/(\S+))", hint)
     assert m and "\n" not in hint.strip(), hint

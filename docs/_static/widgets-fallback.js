@@ -8,8 +8,8 @@
     setTimeout(() => {
       if (document.querySelector(".jupyter-widgets")) return;                       // they rendered
       const root = new URL("../", here);                                            // _static/ -> the site's folder
-      const page = decodeURIComponent(location.pathname.slice(decodeURIComponent(root.pathname).length))
-        || "index.html";
+      const page = decodeURIComponent(location.pathname).slice(decodeURIComponent(root.pathname).length)
+        || "index.html";                                       // both decoded: a folder named "my work" is 7, not 9
       const dir = root.protocol === "file:" ? decodeURIComponent(root.pathname).replace(/\/$/, "") : ".";
       const hint = document.createElement("p");
       hint.className = "xp-open-hint";
