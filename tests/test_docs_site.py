@@ -381,7 +381,7 @@ def test_a_page_whose_widget_manager_does_not_load_says_how_to_open_the_site_and
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = shlex.split(m.group(1).replace("python3", sys.executable, 1))[:-1] + [str(port)]
+    cmd = [sys.executable, *shlex.split(m.group(1))[1:-1], str(port)]   # this Python may sit at a path with a space
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = m.group(2).replace(":8000/", f":{port}/")
